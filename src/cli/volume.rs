@@ -50,21 +50,30 @@ pub(crate) fn socket_of(ctx: &Context, c: &ContainerdConfig) -> std::path::PathB
 fn wait_for_volume(ctx: &Context, containerd: &ContainerdConfig) -> VolumeFacts {
     let settings = &ctx.loaded.settings;
     let socket = socket_of(ctx, containerd);
-    let deadline = Instant::now() + settings.volume.wait;
+    let started = Instant::now();
+    let deadline = started + settings.volume.wait;
     let mut interval = Duration::from_millis(100);
-    let mut last_log = Instant::now();
+    let mut last_log: Option<Instant> = None;
     loop {
         let facts = gather(&ctx.host, settings, &containerd.root, &socket);
         let now = Instant::now();
-        if !worth_waiting(&facts) || now >= deadline {
+        if !worth_waiting(&facts) {
+            return facts;
+        }
+        let what = waiting_for(&facts, ctx);
+        if now >= deadline {
+            tracing::warn!(
+                "gave up after {:.1}s waiting for {what}",
+                (now - started).as_secs_f64()
+            );
             return facts;
         }
         let left = deadline - now;
-        let what = waiting_for(&facts, ctx);
-        if last_log.elapsed() >= Duration::from_secs(5) || interval == Duration::from_millis(100) {
-            tracing::info!("waiting up to {}s more for {what}", left.as_secs());
-            crate::notify::status(&format!("waiting for {what} ({}s left)", left.as_secs()));
-            last_log = Instant::now();
+        if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
+            let secs = left.as_secs_f64().ceil();
+            tracing::info!("waiting up to {secs}s for {what}");
+            crate::notify::status(&format!("waiting for {what} ({secs}s left)"));
+            last_log = Some(now);
         }
         std::thread::sleep(interval.min(left));
         interval = (interval * 2).min(Duration::from_secs(2));
