@@ -40,7 +40,7 @@ pub fn processes_for_root(host: &Host, root: &Path) -> Vec<(i32, String)> {
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if root_flag(&args).map_or(true, |r| Path::new(&r) == root) {
+        if root_flag(&args).is_none_or(|r| Path::new(&r) == root) {
             found.push((pid, args.join(" ")));
         }
     }
