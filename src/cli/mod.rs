@@ -1,0 +1,183 @@
+//! Command line: global options, one file per subcommand, documented exit codes.
+
+mod config;
+mod verify;
+mod volume;
+
+use crate::config::{ConfigError, Loaded};
+use crate::host::Host;
+use crate::report::{Report, Verdict};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Exit codes are a contract with systemd units and scripts: distinct per class, so that
+/// `Restart=`/`RestartPreventExitStatus=` can tell a fault from a spent budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The node is usable as far as checked.
+    Usable = 0,
+    /// A required check failed.
+    CheckFailed = 1,
+    /// The command line was wrong.
+    Usage = 2,
+    /// A configuration file was wrong; nothing else was done.
+    Config = 3,
+    /// The restart budget is spent; the guard will not act again this boot.
+    Terminal = 4,
+}
+
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  the node is usable as far as checked
+  1  a required check failed (the output says which, with the fix)
+  2  usage error
+  3  configuration error (the message names the file and key)
+  4  terminal: the restart budget for this boot is spent; run `guard reset` after fixing";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "guard",
+    version,
+    about = "Keeps containerd off the wrong filesystem and kubelet off a broken runtime",
+    after_help = EXIT_CODES_HELP,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Use exactly this config file instead of the layered search
+    /// (/usr/lib, /run, /etc containerd-guard/config.d/*.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print one JSON object instead of the table.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// More log output (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Read the host from this root instead of / (a fixture tree or /sysroot).
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        hide = true,
+        default_value = "/"
+    )]
+    pub root: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Phase 1, before containerd: prove the volume at containerd's root is the intended
+    /// ephemeral volume. Fails closed.
+    Volume,
+    /// Every check, read-only: what to run by hand after an HA failover.
+    Verify,
+    /// Print the effective configuration and which file each value came from.
+    Config,
+}
+
+/// Everything a subcommand needs, resolved once.
+pub struct Context {
+    pub host: Host,
+    pub loaded: Loaded,
+    pub json: bool,
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                Exit::Usage as i32
+            } else {
+                0
+            };
+        }
+    };
+    init_logging(cli.verbose);
+    let host = Host::at(&cli.root);
+    let loaded = match crate::config::load(&host, cli.config.as_deref()) {
+        Ok(loaded) => loaded,
+        Err(e) => return config_error(&e),
+    };
+    let ctx = Context {
+        host,
+        loaded,
+        json: cli.json,
+    };
+    let exit = match cli.command {
+        Command::Volume => volume::run(&ctx),
+        Command::Verify => verify::run(&ctx),
+        Command::Config => config::run(&ctx),
+    };
+    exit as i32
+}
+
+pub(crate) fn config_error(e: &ConfigError) -> i32 {
+    eprintln!("guard: configuration error: {e}");
+    eprintln!("guard: nothing was checked or changed; fix the file and run again");
+    Exit::Config as i32
+}
+
+/// Prints a report in the requested form and maps its verdict to an exit code.
+pub(crate) fn finish(ctx: &Context, report: &Report) -> Exit {
+    if ctx.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    match report.verdict() {
+        Verdict::Usable => Exit::Usable,
+        Verdict::Unusable => Exit::CheckFailed,
+    }
+}
+
+/// Logs go to stderr without timestamps or colour: journald adds its own.
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => tracing::Level::INFO,
+        1 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_documents_every_exit_code_and_fits_a_terminal() {
+        let help = Cli::command().render_long_help().to_string();
+        for code in [
+            "0  the node is usable",
+            "1  a required check",
+            "2  usage",
+            "3  configuration",
+            "4  terminal",
+        ] {
+            assert!(help.contains(code), "help lacks {code:?}:\n{help}");
+        }
+        for line in help.lines() {
+            assert!(line.chars().count() <= 100, "help line too wide: {line:?}");
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The guard's own configuration: TOML fragments layered with systemd's precedence,
+//! validated into [`Settings`]. Every value remembers the file it came from, and every
+//! error names the file, the key and what is accepted.
+//!
+//! Three layers, as in zincati: fragment files -> one merged table with provenance ->
+//! typed, validated settings. A node with no file at all gets the defaults below.
+
+pub mod containerd;
+mod fragments;
+mod schema;
+pub mod units;
+
+pub use fragments::find_fragments;
+pub use schema::{
+    ContainerdSettings, DeviceSpec, HoldSettings, RemediationSettings, SandboxSettings, Settings,
+    VolumeSettings,
+};
+
+use crate::host::Host;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where a value came from: a file, or the built-in default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File(PathBuf),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => write!(f, "(default)"),
+            Source::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// The effective configuration and, per dotted key, the file that set it.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub settings: Settings,
+    pub sources: BTreeMap<String, Source>,
+    /// The fragment files that were read, in the order they were applied.
+    pub files: Vec<PathBuf>,
+}
+
+impl Loaded {
+    pub fn source_of(&self, key: &str) -> &Source {
+        self.sources.get(key).unwrap_or(&Source::Default)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// Dotted key (`volume.min_free`), empty when the whole file is at fault.
+    pub key: String,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.problem)
+        } else {
+            write!(
+                f,
+                "{}: key `{}`: {}",
+                self.file.display(),
+                self.key,
+                self.problem
+            )
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Loads the layered configuration, or exactly `explicit` when given (`--config FILE`).
+pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError> {
+    let files = match explicit {
+        Some(file) => {
+            if !file.is_file() {
+                return Err(ConfigError {
+                    file: file.to_path_buf(),
+                    key: String::new(),
+                    problem: "no such file (given with --config); drop --config to use the \
+                              layered search"
+                        .into(),
+                });
+            }
+            vec![file.to_path_buf()]
+        }
+        None => find_fragments(&host.config_dirs()).map_err(|(file, e)| ConfigError {
+            file,
+            key: String::new(),
+            problem: format!("cannot read: {e}"),
+        })?,
+    };
+    let mut settings = Settings::default();
+    let mut sources = BTreeMap::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+            file: file.clone(),
+            key: String::new(),
+            problem: format!("cannot read: {e}"),
+        })?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
+            file: file.clone(),
+            key: String::new(),
+            problem: format!("not valid TOML: {}", e.message().trim()),
+        })?;
+        for key in schema::apply(&mut settings, &table).map_err(|(key, problem)| ConfigError {
+            file: file.clone(),
+            key,
+            problem,
+        })? {
+            sources.insert(key, Source::File(file.clone()));
+        }
+    }
+    Ok(Loaded {
+        settings,
+        sources,
+        files,
+    })
+}
+
+/// `guard config`: every key, its effective value and where it came from.
+pub fn describe(loaded: &Loaded) -> String {
+    let mut out = String::new();
+    if loaded.files.is_empty() {
+        out.push_str("# no configuration files found; built-in defaults apply\n");
+    }
+    for f in &loaded.files {
+        out.push_str(&format!("# read {}\n", f.display()));
+    }
+    for (key, value) in schema::render(&loaded.settings) {
+        out.push_str(&format!(
+            "{key} = {value}    # {}\n",
+            loaded.source_of(&key)
+        ));
+    }
+    out
+}
+
+/// The same, for `--json`.
+pub fn describe_json(loaded: &Loaded) -> serde_json::Value {
+    let values: serde_json::Map<String, serde_json::Value> = schema::render(&loaded.settings)
+        .into_iter()
+        .map(|(key, value)| {
+            let source = loaded.source_of(&key).to_string();
+            (key, serde_json::json!({ "value": value, "source": source }))
+        })
+        .collect();
+    serde_json::json!({
+        "files": loaded.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+        "settings": values,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,460 @@
+//! The keys the guard accepts, their types, defaults and validation. Key names are part
+//! of the public contract (README documents them); add keys, never rename them.
+
+use super::units::{
+    format_duration, format_size, parse_duration, parse_size, DURATION_HELP, SIZE_HELP,
+};
+use std::path::PathBuf;
+use std::time::Duration;
+use toml::Value;
+
+/// How the ephemeral volume is named in `[volume] device`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSpec {
+    Label(String),
+    Uuid(String),
+    PartUuid(String),
+    PartLabel(String),
+    Path(PathBuf),
+}
+
+impl DeviceSpec {
+    pub fn parse(text: &str) -> Option<DeviceSpec> {
+        let (tag, value) = match text.split_once('=') {
+            Some((tag, value)) if !value.is_empty() => (tag, value),
+            Some(_) => return None,
+            None if text.starts_with("/dev/") && text.len() > 5 => {
+                return Some(DeviceSpec::Path(PathBuf::from(text)))
+            }
+            None => return None,
+        };
+        Some(match tag {
+            "LABEL" => DeviceSpec::Label(value.into()),
+            "UUID" => DeviceSpec::Uuid(value.to_ascii_lowercase()),
+            "PARTUUID" => DeviceSpec::PartUuid(value.to_ascii_lowercase()),
+            "PARTLABEL" => DeviceSpec::PartLabel(value.into()),
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Label(v) => write!(f, "LABEL={v}"),
+            DeviceSpec::Uuid(v) => write!(f, "UUID={v}"),
+            DeviceSpec::PartUuid(v) => write!(f, "PARTUUID={v}"),
+            DeviceSpec::PartLabel(v) => write!(f, "PARTLABEL={v}"),
+            DeviceSpec::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub state_dir: PathBuf,
+    pub containerd: ContainerdSettings,
+    pub volume: VolumeSettings,
+    pub sandbox: SandboxSettings,
+    pub remediation: RemediationSettings,
+    pub hold: HoldSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerdSettings {
+    /// containerd's own config.toml, read for `root`, `state`, `grpc.address`, sandbox image.
+    pub config: PathBuf,
+    /// Overrides containerd's `grpc.address`.
+    pub socket: Option<PathBuf>,
+    /// How long phase 2 retries connecting to containerd.
+    pub wait: Duration,
+    /// Argument vector run to restart containerd; never a shell.
+    pub restart: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeSettings {
+    pub device: Option<DeviceSpec>,
+    pub fstypes: Vec<String>,
+    /// Filesystem types accepted despite being RAM- or overlay-backed.
+    pub allow: Vec<String>,
+    pub min_free: u64,
+    pub min_free_inodes: u64,
+    pub wait: Duration,
+    /// In the initrd: mount the device at the volume path when it is not mounted yet.
+    pub mount: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// Overrides the sandbox image named in containerd's config.
+    pub image: Option<String>,
+    /// Image archives baked into the node image, tried in order.
+    pub archives: Vec<PathBuf>,
+    /// Pull through CRI when no archive serves.
+    pub pull: bool,
+    pub pull_timeout: Duration,
+    pub pull_attempts: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemediationSettings {
+    /// containerd restarts allowed per boot before the guard goes terminal.
+    pub restart_budget: u32,
+    /// First backoff between restarts; doubles each time.
+    pub backoff: Duration,
+    pub backoff_max: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldSettings {
+    /// How long `guard runtime` waits for the node to become usable.
+    pub timeout: Duration,
+    /// Whether CRI NetworkReady=false blocks (off: CNI often arrives after kubelet).
+    pub require_network: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            state_dir: PathBuf::from("/run/containerd-guard"),
+            containerd: ContainerdSettings {
+                config: PathBuf::from("/etc/containerd/config.toml"),
+                socket: None,
+                wait: Duration::from_secs(60),
+                restart: ["systemctl", "restart", "containerd.service"]
+                    .map(String::from)
+                    .to_vec(),
+            },
+            volume: VolumeSettings {
+                device: None,
+                fstypes: vec!["ext4".into(), "xfs".into()],
+                allow: Vec::new(),
+                min_free: 0,
+                min_free_inodes: 0,
+                wait: Duration::from_secs(90),
+                mount: false,
+            },
+            sandbox: SandboxSettings {
+                image: None,
+                archives: Vec::new(),
+                pull: true,
+                pull_timeout: Duration::from_secs(120),
+                pull_attempts: 3,
+            },
+            remediation: RemediationSettings {
+                restart_budget: 3,
+                backoff: Duration::from_secs(10),
+                backoff_max: Duration::from_secs(300),
+            },
+            hold: HoldSettings {
+                timeout: Duration::from_secs(300),
+                require_network: false,
+            },
+        }
+    }
+}
+
+type Problem = (String, String);
+
+/// Every accepted key, for error messages.
+const KEYS: &[&str] = &[
+    "state_dir",
+    "containerd.config",
+    "containerd.socket",
+    "containerd.wait",
+    "containerd.restart",
+    "volume.device",
+    "volume.fstypes",
+    "volume.allow",
+    "volume.min_free",
+    "volume.min_free_inodes",
+    "volume.wait",
+    "volume.mount",
+    "sandbox.image",
+    "sandbox.archives",
+    "sandbox.pull",
+    "sandbox.pull_timeout",
+    "sandbox.pull_attempts",
+    "remediation.restart_budget",
+    "remediation.backoff",
+    "remediation.backoff_max",
+    "hold.timeout",
+    "hold.require_network",
+];
+
+/// Applies one fragment on top of `settings`; returns the dotted keys it set.
+pub fn apply(settings: &mut Settings, table: &toml::Table) -> Result<Vec<String>, Problem> {
+    let mut set = Vec::new();
+    for (name, value) in table {
+        match value {
+            Value::Table(section) if is_section(name) => {
+                for (key, value) in section {
+                    let dotted = format!("{name}.{key}");
+                    apply_key(settings, &dotted, value)?;
+                    set.push(dotted);
+                }
+            }
+            _ if is_section(name) => {
+                return Err(wrong_type(name, value, &format!("a table [{name}]")))
+            }
+            _ => {
+                apply_key(settings, name, value)?;
+                set.push(name.clone());
+            }
+        }
+    }
+    Ok(set)
+}
+
+fn is_section(name: &str) -> bool {
+    KEYS.iter()
+        .any(|k| k.split_once('.').is_some_and(|(s, _)| s == name))
+}
+
+fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
+    let k = key.to_string();
+    match key {
+        "state_dir" => s.state_dir = abs_path(&k, v)?,
+        "containerd.config" => s.containerd.config = abs_path(&k, v)?,
+        "containerd.socket" => s.containerd.socket = Some(abs_path(&k, v)?),
+        "containerd.wait" => s.containerd.wait = duration(&k, v)?,
+        "containerd.restart" => {
+            let argv = strings(&k, v)?;
+            if argv.is_empty() || argv[0].is_empty() {
+                return Err((k, "must name a program, e.g. [\"systemctl\", \"restart\", \"containerd.service\"]".into()));
+            }
+            s.containerd.restart = argv;
+        }
+        "volume.device" => {
+            let text = string(&k, v)?;
+            s.volume.device = Some(DeviceSpec::parse(&text).ok_or_else(|| {
+                (
+                    k.clone(),
+                    format!("{text:?} is not a device; use LABEL=, UUID=, PARTUUID=, PARTLABEL= or a /dev/... path"),
+                )
+            })?);
+        }
+        "volume.fstypes" => s.volume.fstypes = nonempty_names(&k, v)?,
+        "volume.allow" => s.volume.allow = names(&k, v)?,
+        "volume.min_free" => s.volume.min_free = size(&k, v)?,
+        "volume.min_free_inodes" => s.volume.min_free_inodes = count(&k, v)?,
+        "volume.wait" => s.volume.wait = duration(&k, v)?,
+        "volume.mount" => s.volume.mount = boolean(&k, v)?,
+        "sandbox.image" => {
+            let image = string(&k, v)?;
+            if image.trim().is_empty() || image.contains(char::is_whitespace) {
+                return Err((
+                    k,
+                    format!(
+                        "{image:?} is not an image reference, e.g. \"registry.k8s.io/pause:3.6\""
+                    ),
+                ));
+            }
+            s.sandbox.image = Some(image);
+        }
+        "sandbox.archives" => {
+            s.sandbox.archives = match v {
+                Value::Array(items) => items
+                    .iter()
+                    .map(|item| abs_path(&k, item))
+                    .collect::<Result<_, _>>()?,
+                _ => return Err(wrong_type(&k, v, "a list of absolute paths")),
+            }
+        }
+        "sandbox.pull" => s.sandbox.pull = boolean(&k, v)?,
+        "sandbox.pull_timeout" => s.sandbox.pull_timeout = duration(&k, v)?,
+        "sandbox.pull_attempts" => s.sandbox.pull_attempts = positive(&k, v)?,
+        "remediation.restart_budget" => s.remediation.restart_budget = small_count(&k, v)?,
+        "remediation.backoff" => s.remediation.backoff = duration(&k, v)?,
+        "remediation.backoff_max" => s.remediation.backoff_max = duration(&k, v)?,
+        "hold.timeout" => s.hold.timeout = duration(&k, v)?,
+        "hold.require_network" => s.hold.require_network = boolean(&k, v)?,
+        _ => {
+            return Err((
+                k,
+                format!("unknown key; accepted keys are: {}", KEYS.join(", ")),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// Every key with its effective value, TOML-formatted, in contract order.
+pub fn render(s: &Settings) -> Vec<(String, String)> {
+    let q = |t: &str| format!("{t:?}");
+    let p = |p: &PathBuf| q(&p.display().to_string());
+    let list = |items: &[String]| {
+        format!(
+            "[{}]",
+            items.iter().map(|i| q(i)).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let unset = "(unset)".to_string();
+    let values = [
+        p(&s.state_dir),
+        p(&s.containerd.config),
+        s.containerd.socket.as_ref().map(p).unwrap_or(unset.clone()),
+        q(&format_duration(s.containerd.wait)),
+        list(&s.containerd.restart),
+        s.volume
+            .device
+            .as_ref()
+            .map(|d| q(&d.to_string()))
+            .unwrap_or(unset.clone()),
+        list(&s.volume.fstypes),
+        list(&s.volume.allow),
+        q(&format_size(s.volume.min_free)),
+        s.volume.min_free_inodes.to_string(),
+        q(&format_duration(s.volume.wait)),
+        s.volume.mount.to_string(),
+        s.sandbox.image.as_ref().map(|i| q(i)).unwrap_or(unset),
+        list(
+            &s.sandbox
+                .archives
+                .iter()
+                .map(|a| a.display().to_string())
+                .collect::<Vec<_>>(),
+        ),
+        s.sandbox.pull.to_string(),
+        q(&format_duration(s.sandbox.pull_timeout)),
+        s.sandbox.pull_attempts.to_string(),
+        s.remediation.restart_budget.to_string(),
+        q(&format_duration(s.remediation.backoff)),
+        q(&format_duration(s.remediation.backoff_max)),
+        q(&format_duration(s.hold.timeout)),
+        s.hold.require_network.to_string(),
+    ];
+    KEYS.iter().map(|k| k.to_string()).zip(values).collect()
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a float",
+        Value::Boolean(_) => "a boolean",
+        Value::Datetime(_) => "a date",
+        Value::Array(_) => "a list",
+        Value::Table(_) => "a table",
+    }
+}
+
+fn wrong_type(key: &str, v: &Value, want: &str) -> Problem {
+    (
+        key.to_string(),
+        format!("is {}, expected {want}", type_name(v)),
+    )
+}
+
+fn string(key: &str, v: &Value) -> Result<String, Problem> {
+    v.as_str()
+        .map(str::to_string)
+        .ok_or_else(|| wrong_type(key, v, "a string"))
+}
+
+fn abs_path(key: &str, v: &Value) -> Result<PathBuf, Problem> {
+    let text = v
+        .as_str()
+        .ok_or_else(|| wrong_type(key, v, "an absolute path string"))?;
+    if !text.starts_with('/') {
+        return Err((key.to_string(), format!("{text:?} is not an absolute path")));
+    }
+    Ok(PathBuf::from(text))
+}
+
+fn strings(key: &str, v: &Value) -> Result<Vec<String>, Problem> {
+    match v {
+        Value::Array(items) => items.iter().map(|i| string(key, i)).collect(),
+        _ => Err(wrong_type(key, v, "a list of strings")),
+    }
+}
+
+/// Filesystem type names, compared as the kernel spells them in mountinfo.
+fn names(key: &str, v: &Value) -> Result<Vec<String>, Problem> {
+    let items = strings(key, v)?;
+    if let Some(bad) = items.iter().find(|n| {
+        n.is_empty()
+            || !n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_')
+    }) {
+        return Err((
+            key.to_string(),
+            format!("{bad:?} is not a filesystem type name such as \"ext4\""),
+        ));
+    }
+    Ok(items)
+}
+
+fn nonempty_names(key: &str, v: &Value) -> Result<Vec<String>, Problem> {
+    let items = names(key, v)?;
+    if items.is_empty() {
+        return Err((
+            key.to_string(),
+            "must list at least one filesystem type, e.g. [\"ext4\", \"xfs\"]".into(),
+        ));
+    }
+    Ok(items)
+}
+
+fn duration(key: &str, v: &Value) -> Result<Duration, Problem> {
+    let text = v
+        .as_str()
+        .ok_or_else(|| wrong_type(key, v, DURATION_HELP))?;
+    parse_duration(text).ok_or_else(|| {
+        (
+            key.to_string(),
+            format!("{text:?} is not a duration; use {DURATION_HELP}"),
+        )
+    })
+}
+
+fn size(key: &str, v: &Value) -> Result<u64, Problem> {
+    match v {
+        Value::Integer(n) if *n >= 0 => Ok(*n as u64),
+        Value::String(text) => parse_size(text).ok_or_else(|| {
+            (
+                key.to_string(),
+                format!("{text:?} is not a size; use {SIZE_HELP}"),
+            )
+        }),
+        _ => Err((
+            key.to_string(),
+            format!("is {}, expected {SIZE_HELP}", type_name(v)),
+        )),
+    }
+}
+
+fn count(key: &str, v: &Value) -> Result<u64, Problem> {
+    match v {
+        Value::Integer(n) if *n >= 0 => Ok(*n as u64),
+        Value::Integer(n) => Err((
+            key.to_string(),
+            format!("{n} is negative; expected a count >= 0"),
+        )),
+        _ => Err(wrong_type(key, v, "a non-negative integer")),
+    }
+}
+
+fn small_count(key: &str, v: &Value) -> Result<u32, Problem> {
+    let n = count(key, v)?;
+    u32::try_from(n).ok().filter(|n| *n <= 100).ok_or_else(|| {
+        (
+            key.to_string(),
+            format!("{n} is too large; expected 0..=100"),
+        )
+    })
+}
+
+fn positive(key: &str, v: &Value) -> Result<u32, Problem> {
+    match small_count(key, v)? {
+        0 => Err((key.to_string(), "must be at least 1".into())),
+        n => Ok(n),
+    }
+}
+
+fn boolean(key: &str, v: &Value) -> Result<bool, Problem> {
+    v.as_bool()
+        .ok_or_else(|| wrong_type(key, v, "true or false"))
+}

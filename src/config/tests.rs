@@ -1,0 +1,267 @@
+use super::*;
+use std::fs;
+use std::time::Duration;
+
+/// A fake host root with the three config directories.
+struct Tree {
+    tmp: tempfile::TempDir,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        Tree {
+            tmp: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn host(&self) -> Host {
+        Host::at(self.tmp.path())
+    }
+    fn write(&self, host_path: &str, text: &str) -> PathBuf {
+        let p = self.host().path(host_path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+fn error_of(text: &str) -> ConfigError {
+    let t = Tree::new();
+    let file = t.write("/etc/containerd-guard/config.d/50-x.toml", text);
+    let err = load(&t.host(), None).unwrap_err();
+    assert_eq!(err.file, file, "error must name the file");
+    err
+}
+
+#[test]
+fn no_file_at_all_gives_working_defaults() {
+    let t = Tree::new();
+    let loaded = load(&t.host(), None).unwrap();
+    assert!(loaded.files.is_empty());
+    assert_eq!(loaded.settings, Settings::default());
+    assert_eq!(loaded.settings.volume.fstypes, vec!["ext4", "xfs"]);
+    assert_eq!(loaded.settings.volume.wait, Duration::from_secs(90));
+    assert_eq!(
+        loaded.settings.state_dir,
+        PathBuf::from("/run/containerd-guard")
+    );
+    assert_eq!(loaded.source_of("volume.wait"), &Source::Default);
+}
+
+#[test]
+fn layers_apply_with_systemd_precedence_and_remember_their_source() {
+    let t = Tree::new();
+    t.write(
+        "/usr/lib/containerd-guard/config.d/10-vendor.toml",
+        "[volume]\ndevice = \"LABEL=vendor\"\nmin_free = \"1GiB\"\nwait = \"30s\"\n",
+    );
+    // Same name in /etc replaces the vendor file entirely.
+    t.write(
+        "/usr/lib/containerd-guard/config.d/20-site.toml",
+        "[volume]\nmin_free_inodes = 999\n",
+    );
+    let site = t.write(
+        "/etc/containerd-guard/config.d/20-site.toml",
+        "[volume]\ndevice = \"UUID=ABCD-1234\"\n",
+    );
+    let runtime = t.write(
+        "/run/containerd-guard/config.d/30-runtime.toml",
+        "[hold]\ntimeout = \"2m\"\n",
+    );
+    let loaded = load(&t.host(), None).unwrap();
+    let s = &loaded.settings;
+    assert_eq!(s.volume.device, Some(DeviceSpec::Uuid("abcd-1234".into())));
+    assert_eq!(
+        s.volume.min_free,
+        1 << 30,
+        "vendor value survives where not overridden"
+    );
+    assert_eq!(s.volume.min_free_inodes, 0, "replaced file's keys are gone");
+    assert_eq!(s.volume.wait, Duration::from_secs(30));
+    assert_eq!(s.hold.timeout, Duration::from_secs(120));
+    assert_eq!(loaded.source_of("volume.device"), &Source::File(site));
+    assert_eq!(loaded.source_of("hold.timeout"), &Source::File(runtime));
+    let text = describe(&loaded);
+    assert!(
+        text.contains("volume.device = \"UUID=abcd-1234\"    # "),
+        "{text}"
+    );
+    assert!(
+        text.contains("volume.fstypes = [\"ext4\", \"xfs\"]    # (default)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn dev_null_symlink_masks_a_vendor_fragment() {
+    let t = Tree::new();
+    t.write(
+        "/usr/lib/containerd-guard/config.d/10-vendor.toml",
+        "[volume]\ndevice = \"LABEL=vendor\"\n",
+    );
+    let mask = t
+        .host()
+        .path("/etc/containerd-guard/config.d/10-vendor.toml");
+    fs::create_dir_all(mask.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink("/dev/null", &mask).unwrap();
+    let loaded = load(&t.host(), None).unwrap();
+    assert_eq!(loaded.settings.volume.device, None);
+    assert!(loaded.files.is_empty());
+}
+
+#[test]
+fn explicit_file_bypasses_the_search() {
+    let t = Tree::new();
+    t.write(
+        "/etc/containerd-guard/config.d/50-x.toml",
+        "[volume]\nwait = \"1s\"\n",
+    );
+    let mine = t.write("/elsewhere/mine.toml", "[volume]\nwait = \"7s\"\n");
+    let loaded = load(&t.host(), Some(&mine)).unwrap();
+    assert_eq!(loaded.settings.volume.wait, Duration::from_secs(7));
+    assert_eq!(loaded.files, vec![mine]);
+
+    let err = load(&t.host(), Some(Path::new("/nonexistent.toml"))).unwrap_err();
+    assert!(
+        err.to_string().contains("/nonexistent.toml: no such file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_error_names_file_key_and_what_is_accepted() {
+    let cases = [
+        (
+            "[volume]\nwiat = \"5s\"\n",
+            "volume.wiat",
+            "unknown key; accepted keys are: state_dir",
+        ),
+        ("[volum]\nwait = \"5s\"\n", "volum", "unknown key"),
+        (
+            "volume = 3\n",
+            "volume",
+            "is an integer, expected a table [volume]",
+        ),
+        (
+            "[volume]\nwait = \"5\"\n",
+            "volume.wait",
+            "\"5\" is not a duration; use a string like \"500ms\", \"90s\"",
+        ),
+        (
+            "[volume]\nwait = 5\n",
+            "volume.wait",
+            "is an integer, expected a string like",
+        ),
+        (
+            "[volume]\nmin_free = \"2 gigs\"\n",
+            "volume.min_free",
+            "\"2 gigs\" is not a size; use a byte count or a string like \"512MiB\"",
+        ),
+        (
+            "[volume]\nmin_free = 1.5\n",
+            "volume.min_free",
+            "is a float, expected a byte count",
+        ),
+        (
+            "[volume]\nmin_free_inodes = -1\n",
+            "volume.min_free_inodes",
+            "-1 is negative",
+        ),
+        (
+            "[volume]\ndevice = \"sdb\"\n",
+            "volume.device",
+            "\"sdb\" is not a device; use LABEL=, UUID=",
+        ),
+        (
+            "[volume]\ndevice = \"FOO=bar\"\n",
+            "volume.device",
+            "is not a device",
+        ),
+        (
+            "[volume]\nfstypes = []\n",
+            "volume.fstypes",
+            "must list at least one filesystem type",
+        ),
+        (
+            "[volume]\nfstypes = [\"ext 4\"]\n",
+            "volume.fstypes",
+            "\"ext 4\" is not a filesystem type name",
+        ),
+        (
+            "[volume]\nmount = \"yes\"\n",
+            "volume.mount",
+            "is a string, expected true or false",
+        ),
+        (
+            "state_dir = \"run/x\"\n",
+            "state_dir",
+            "\"run/x\" is not an absolute path",
+        ),
+        (
+            "[containerd]\nrestart = \"systemctl restart containerd\"\n",
+            "containerd.restart",
+            "is a string, expected a list of strings",
+        ),
+        (
+            "[containerd]\nrestart = []\n",
+            "containerd.restart",
+            "must name a program",
+        ),
+        (
+            "[sandbox]\narchives = [\"pause.tar\"]\n",
+            "sandbox.archives",
+            "is not an absolute path",
+        ),
+        (
+            "[sandbox]\nimage = \"\"\n",
+            "sandbox.image",
+            "is not an image reference",
+        ),
+        (
+            "[sandbox]\npull_attempts = 0\n",
+            "sandbox.pull_attempts",
+            "must be at least 1",
+        ),
+        (
+            "[remediation]\nrestart_budget = 100000\n",
+            "remediation.restart_budget",
+            "too large",
+        ),
+    ];
+    for (text, key, want) in cases {
+        let err = error_of(text);
+        assert_eq!(err.key, key, "for {text:?}: {err}");
+        assert!(
+            err.problem.contains(want),
+            "for {text:?}: got {:?}, want {want:?}",
+            err.problem
+        );
+        let shown = err.to_string();
+        assert!(shown.contains("50-x.toml: key `"), "{shown}");
+    }
+}
+
+#[test]
+fn broken_toml_names_the_file() {
+    let err = error_of("[volume\nwait = 5");
+    assert_eq!(err.key, "");
+    assert!(err.problem.starts_with("not valid TOML"), "{}", err.problem);
+}
+
+#[test]
+fn device_specs() {
+    for (text, want) in [
+        ("LABEL=eph", Some(DeviceSpec::Label("eph".into()))),
+        ("UUID=0A1B", Some(DeviceSpec::Uuid("0a1b".into()))),
+        ("PARTUUID=AB-01", Some(DeviceSpec::PartUuid("ab-01".into()))),
+        (
+            "PARTLABEL=containerd",
+            Some(DeviceSpec::PartLabel("containerd".into())),
+        ),
+        ("/dev/vdb", Some(DeviceSpec::Path("/dev/vdb".into()))),
+        ("/dev/", None),
+        ("LABEL=", None),
+        ("vdb", None),
+    ] {
+        assert_eq!(DeviceSpec::parse(text), want, "{text}");
+    }
+}

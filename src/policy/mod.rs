@@ -1,0 +1,4 @@
+//! Pure decisions: settings + facts -> findings (and, for phase 2, a plan). No I/O here,
+//! so every rule is table-tested from fixtures.
+
+pub mod volume;

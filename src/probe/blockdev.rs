@@ -1,0 +1,229 @@
+//! Resolves `[volume] device` to a device number. udev's `/dev/disk/by-*` links are used
+//! when they exist; otherwise every block device in sysfs is read directly, so the answer
+//! does not depend on udev having run. Two devices carrying the same label or UUID (a
+//! cloned disk) is reported, never guessed between.
+
+use super::mountinfo::DevNum;
+use super::superblock::{read_identity, read_partition};
+use crate::config::DeviceSpec;
+use crate::host::Host;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    Found {
+        dev: DevNum,
+        node: PathBuf,
+        how: String,
+    },
+    /// Nothing carries that name (yet): worth waiting for.
+    Absent { looked: String },
+    /// The name is ambiguous or the path is not a block device: waiting will not help.
+    Invalid { problem: String },
+}
+
+pub fn resolve(host: &Host, spec: &DeviceSpec) -> Lookup {
+    if let DeviceSpec::Path(path) = spec {
+        return match block_dev(&host.path(path)) {
+            Ok(Some(dev)) => Lookup::Found {
+                dev,
+                node: path.clone(),
+                how: format!("{} is block device {dev}", path.display()),
+            },
+            Ok(None) => Lookup::Invalid {
+                problem: format!("{} exists but is not a block device", path.display()),
+            },
+            Err(_) => Lookup::Absent {
+                looked: format!("{} does not exist", path.display()),
+            },
+        };
+    }
+    let (dir, value) = match spec {
+        DeviceSpec::Label(v) => ("by-label", v),
+        DeviceSpec::Uuid(v) => ("by-uuid", v),
+        DeviceSpec::PartUuid(v) => ("by-partuuid", v),
+        DeviceSpec::PartLabel(v) => ("by-partlabel", v),
+        DeviceSpec::Path(_) => unreachable!("handled above"),
+    };
+    let link = Path::new("/dev/disk").join(dir).join(udev_escape(value));
+    if let Ok(Some(dev)) = block_dev(&host.path(&link)) {
+        return Lookup::Found {
+            dev,
+            node: link.clone(),
+            how: format!("udev link {} -> {dev}", link.display()),
+        };
+    }
+    scan_sysfs(host, spec, &link)
+}
+
+/// Every block device the kernel knows, read directly.
+fn scan_sysfs(host: &Host, spec: &DeviceSpec, link: &Path) -> Lookup {
+    let class = host.sys("class/block");
+    let Ok(entries) = std::fs::read_dir(&class) else {
+        return Lookup::Absent {
+            looked: format!(
+                "no udev link {} and {} is unreadable",
+                link.display(),
+                class.display()
+            ),
+        };
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut matches = Vec::new();
+    for name in &names {
+        let sys = class.join(name);
+        let Some(dev) = std::fs::read_to_string(sys.join("dev"))
+            .ok()
+            .and_then(|t| DevNum::parse(&t))
+        else {
+            continue;
+        };
+        let node = Path::new("/dev").join(devname(&sys).unwrap_or_else(|| name.clone()));
+        let hit = match spec {
+            DeviceSpec::Label(want) => read_identity(&host.path(&node))
+                .ok()
+                .flatten()
+                .is_some_and(|id| &id.label == want),
+            DeviceSpec::Uuid(want) => read_identity(&host.path(&node))
+                .ok()
+                .flatten()
+                .is_some_and(|id| &id.uuid == want),
+            DeviceSpec::PartUuid(want) => {
+                partition_of(host, &sys).is_some_and(|p| &p.partuuid == want)
+            }
+            DeviceSpec::PartLabel(want) => {
+                partition_of(host, &sys).is_some_and(|p| p.partlabel.as_ref() == Some(want))
+            }
+            DeviceSpec::Path(_) => false,
+        };
+        if hit {
+            matches.push((dev, node));
+        }
+    }
+    match matches.len() {
+        0 => Lookup::Absent {
+            looked: format!(
+                "no udev link {} and none of {} block devices carries {spec}",
+                link.display(),
+                names.len()
+            ),
+        },
+        1 => {
+            let (dev, node) = matches.remove(0);
+            Lookup::Found {
+                how: format!(
+                    "{} carries {spec} (read from the device; no udev link)",
+                    node.display()
+                ),
+                dev,
+                node,
+            }
+        }
+        _ => Lookup::Invalid {
+            problem: format!(
+                "{spec} is carried by {} devices: {}; refusing to guess (a cloned disk?)",
+                matches.len(),
+                matches
+                    .iter()
+                    .map(|(d, n)| format!("{} ({d})", n.display()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    }
+}
+
+fn devname(sys: &Path) -> Option<String> {
+    let uevent = std::fs::read_to_string(sys.join("uevent")).ok()?;
+    uevent
+        .lines()
+        .find_map(|l| l.strip_prefix("DEVNAME=").map(String::from))
+}
+
+fn partition_of(host: &Host, sys: &Path) -> Option<super::superblock::PartitionIdentity> {
+    let number: u32 = std::fs::read_to_string(sys.join("partition"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // The partition's sysfs directory sits inside its disk's directory.
+    let disk_sys = std::fs::canonicalize(sys).ok()?.parent()?.to_path_buf();
+    let disk = devname(&disk_sys)?;
+    let sector: u64 = std::fs::read_to_string(disk_sys.join("queue/logical_block_size"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(512);
+    read_partition(&host.path(Path::new("/dev").join(disk)), number, sector)
+        .ok()
+        .flatten()
+}
+
+/// `Ok(Some)` for a block device, `Ok(None)` for anything else, `Err` when absent.
+pub fn block_dev(path: &Path) -> std::io::Result<Option<DevNum>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)?;
+    Ok(meta
+        .file_type()
+        .is_block_device()
+        .then(|| DevNum::from_raw(meta.rdev())))
+}
+
+/// udev's escaping of names in `/dev/disk/by-label/`: ASCII outside its safe set becomes
+/// `\xHH`; valid UTF-8 beyond ASCII is kept as is.
+pub fn udev_escape(value: &str) -> String {
+    value
+        .chars()
+        .map(|c| {
+            if !c.is_ascii() || c.is_ascii_alphanumeric() || "#+-.:=@_".contains(c) {
+                c.to_string()
+            } else {
+                format!("\\x{:02x}", c as u32)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udev_escapes_like_udev() {
+        assert_eq!(udev_escape("eph"), "eph");
+        assert_eq!(udev_escape("eph disk"), "eph\\x20disk");
+        assert_eq!(udev_escape("a/b"), "a\\x2fb");
+        assert_eq!(udev_escape("dätä 1"), "dätä\\x201");
+    }
+
+    #[test]
+    fn missing_path_is_absent_and_regular_file_is_invalid() {
+        let tmp = tempfile::tempdir().unwrap();
+        let host = Host::at(tmp.path());
+        assert!(matches!(
+            resolve(&host, &DeviceSpec::Path("/dev/vdb".into())),
+            Lookup::Absent { .. }
+        ));
+        std::fs::create_dir_all(host.path("/dev")).unwrap();
+        std::fs::write(host.path("/dev/vdb"), "").unwrap();
+        assert!(matches!(
+            resolve(&host, &DeviceSpec::Path("/dev/vdb".into())),
+            Lookup::Invalid { .. }
+        ));
+    }
+
+    #[test]
+    fn label_without_links_or_sysfs_is_absent_with_what_was_looked_at() {
+        let tmp = tempfile::tempdir().unwrap();
+        match resolve(&Host::at(tmp.path()), &DeviceSpec::Label("eph".into())) {
+            Lookup::Absent { looked } => {
+                assert!(looked.contains("/dev/disk/by-label/eph"), "{looked}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
