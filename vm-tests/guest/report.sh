@@ -1,0 +1,45 @@
+#!/bin/bash
+# vm-tests guest report: facts only (the host decides PASS/FAIL). One `key=value` per
+# line; blocks of text are prefixed `name| `.
+stty -F /dev/ttyS1 115200 2>/dev/null || true
+out=/run/vm-tests/report.txt
+mkdir -p /run/vm-tests
+block() { local p=$1; shift; "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
+{
+echo "scenario=$(cat /run/vm-tests/scenario 2>/dev/null)"
+echo "uptime=$(cut -d' ' -f1 /proc/uptime)"
+echo "cmdline=$(cat /proc/cmdline)"
+for u in containerd-guard-volume.service containerd.service containerd-guard-runtime.service \
+         kubelet.service var-lib-containerd.mount vm-tests-hotplug.service containerd-guard-initrd.service; do
+  systemctl show "$u" -p LoadState,ActiveState,SubState,Result,ExecMainStatus,NRestarts \
+    -p InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic,ExecMainStartTimestampMonotonic \
+    -p ExecMainExitTimestampMonotonic,StatusText,InvocationID 2>/dev/null | sed "s/^/unit.$u./"
+done
+echo "containerd.starts=$(journalctl -b -o cat _PID=1 UNIT=containerd.service 2>/dev/null | grep -c '^Started ')"
+echo "containerd.mainpid=$(systemctl show -p MainPID --value containerd.service)"
+echo "volume.ok=$(cat /run/containerd-guard/volume.ok 2>/dev/null)"
+echo "boot_id=$(cat /proc/sys/kernel/random/boot_id)"
+echo "mount=$(findmnt -rno SOURCE,FSTYPE,LABEL /var/lib/containerd 2>/dev/null)"
+# what lies on the root filesystem under the mount point
+mkdir -p /run/vm-tests/rootfs && mount --bind / /run/vm-tests/rootfs 2>/dev/null &&
+  echo "rootfs_under_mount=$(ls -A /run/vm-tests/rootfs/var/lib/containerd 2>/dev/null | tr '\n' ' ')" &&
+  umount /run/vm-tests/rootfs
+[ -f /run/vm-tests/kubelet.result ] && sed 's/^/standin./' /run/vm-tests/kubelet.result
+block guard.status /usr/bin/guard status
+block guard.verify /usr/bin/guard verify
+block guard.json /usr/bin/guard --json status
+block ctr.images ctr -n k8s.io images ls -q
+block cycle sh -c "journalctl -b -o cat _PID=1 | grep -iE 'ordering cycle|to break ordering|Found dependency' || true"
+block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard-initrd.service \
+  -u containerd-guard-volume.service -u containerd.service -u containerd-guard-runtime.service \
+  -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service
+block critical systemd-analyze critical-chain kubelet.service
+block blame sh -c "systemd-analyze blame | grep -E 'containerd|kubelet|var-lib'"
+block analyze systemd-analyze
+if [ "$(cat /run/vm-tests/scenario 2>/dev/null)" = healthy ]; then
+  block verify systemd-analyze verify --man=no /usr/lib/systemd/system/containerd-guard-volume.service \
+    /usr/lib/systemd/system/containerd-guard-runtime.service containerd.service kubelet.service
+fi
+} > "$out" 2>&1
+{ echo "=== VMTEST BEGIN"; cat "$out"; echo "=== VMTEST END"; } > /dev/ttyS1
+sync
