@@ -4,6 +4,8 @@
 stty -F /dev/ttyS1 115200 2>/dev/null || true
 out=/run/vm-tests/report.txt
 mkdir -p /run/vm-tests
+# wait for the boot to finish (running/degraded), bounded
+timeout 60 systemctl is-system-running --wait >/dev/null 2>&1 || true
 block() { local p=$1; shift; "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
 {
 echo "scenario=$(cat /run/vm-tests/scenario 2>/dev/null)"
