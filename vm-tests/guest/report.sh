@@ -6,7 +6,8 @@ out=/run/vm-tests/report.txt
 mkdir -p /run/vm-tests
 # wait for the boot to finish (running/degraded), bounded
 timeout 60 systemctl is-system-running --wait >/dev/null 2>&1 || true
-block() { local p=$1; shift; "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
+# every command bounded: one stuck probe must not cost the whole report
+block() { local p=$1; shift; timeout 20 "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
 {
 echo "scenario=$(cat /run/vm-tests/scenario 2>/dev/null)"
 echo "uptime=$(cut -d' ' -f1 /proc/uptime)"
@@ -30,7 +31,7 @@ mkdir -p /run/vm-tests/rootfs && mount --bind / /run/vm-tests/rootfs 2>/dev/null
 block guard.status /usr/bin/guard status
 block guard.verify /usr/bin/guard verify
 block guard.json /usr/bin/guard --json status
-block ctr.images ctr -n k8s.io images ls -q
+block ctr.images ctr --timeout 5s -n k8s.io images ls -q
 block cycle sh -c "journalctl -b -o cat _PID=1 | grep -iE 'ordering cycle|to break ordering|Found dependency' || true"
 block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard-initrd.service \
   -u containerd-guard-volume.service -u containerd.service -u containerd-guard-runtime.service \
