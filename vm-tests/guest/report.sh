@@ -5,7 +5,10 @@ stty -F /dev/ttyS1 115200 2>/dev/null || true
 out=/run/vm-tests/report.txt
 mkdir -p /run/vm-tests
 # wait for the boot to finish (running/degraded), bounded
-timeout 60 systemctl is-system-running --wait >/dev/null 2>&1 || true
+for _ in $(seq 120); do
+  [ "$(systemctl show -p FinishTimestampMonotonic --value 2>/dev/null)" != 0 ] && break
+  sleep 0.5
+done
 # every command bounded: one stuck probe must not cost the whole report
 block() { local p=$1; shift; timeout 20 "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
 {
