@@ -54,10 +54,21 @@ printf 'blacklist kvm\nblacklist kvm_amd\nblacklist kvm_intel\nblacklist powerno
 for m in proc sys dev dev/pts; do mount --bind "/$m" "$root/$m"; done
 chroot "$root" dracut --force --kver "$kver" /boot/initrd-guard.img "$kver" > "$work/dracut.log" 2>&1 ||
   { cat "$work/dracut.log" >&2; echo "assemble: dracut with the containerd-guard module failed" >&2; exit 1; }
+# The image build must fail when the module cannot install what it needs: try once
+# without the guard binary and once without a unit the initrd unit is ordered against.
+mv "$root/usr/bin/guard" "$root/usr/bin/guard.off"
+if chroot "$root" dracut --force --kver "$kver" /tmp/neg.img "$kver" >"$work/dracut-neg1.log" 2>&1
+then echo "no-guard-binary: dracut succeeded (WRONG)"; else echo "no-guard-binary: dracut failed rc=$? ($(grep -m1 -iE 'fatal|error|fail' "$work/dracut-neg1.log" | cut -c1-120))"; fi >"$work/dracut-negative.txt"
+mv "$root/usr/bin/guard.off" "$root/usr/bin/guard"
+unit=$root/usr/lib/systemd/system/initrd-switch-root.target
+mv "$unit" "$unit.off"
+if chroot "$root" dracut --force --kver "$kver" /tmp/neg.img "$kver" >"$work/dracut-neg2.log" 2>&1
+then echo "no-initrd-switch-root.target: dracut succeeded (WRONG)"; else echo "no-initrd-switch-root.target: dracut failed rc=$? ($(grep -m1 -iE 'containerd-guard' "$work/dracut-neg2.log" | cut -c1-120))"; fi >>"$work/dracut-negative.txt"
+mv "$unit.off" "$unit"; rm -f "$root/tmp/neg.img"
 for m in dev/pts dev proc sys; do umount -l "$root/$m"; done
 grep -q containerd-guard <(chroot "$root" lsinitrd /boot/initrd-guard.img 2>/dev/null || true) ||
   { echo "assemble: containerd-guard not in the initrd" >&2; cat "$work/dracut.log" >&2; exit 1; }
 cp "$root/boot/initrd-guard.img" "$work/initrd-guard.img"; chmod 0644 "$work/initrd-guard.img"
 
 mkfs.ext4 -q -F -L vmroot -d "$root" "$work/root.img" 3G
-mv "$work/root.img" "$work/initrd-guard.img" "$work/pause.digest" "$work/dracut.log" "$out/"
+mv "$work/root.img" "$work/initrd-guard.img" "$work/pause.digest" "$work/dracut.log" "$work/dracut-negative.txt" "$out/"
