@@ -34,6 +34,9 @@ install -m 0644 "$g/guard-vm-tests.toml" "$root/usr/lib/containerd-guard/config.
 "$repo/vm-tests/lib/mkpause.sh" "$root/usr/lib/containerd-guard/images/pause.tar" \
   localhost:5000/vmware.io/pause:3.4.1 > "$work/pause.digest"
 install -m 0644 "$g/containerd-config.toml" "$root/etc/containerd/config.toml"
+# minbase has no netbase: containerd's host-network sandboxes copy these two
+printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+printf '# vm-tests guest: no network\n' >"$root/etc/resolv.conf"
 
 # --- the test harness in the guest ---
 install -d "$root/usr/lib/vm-tests"
