@@ -4,16 +4,18 @@
 stty -F /dev/ttyS1 115200 2>/dev/null || true
 out=/run/vm-tests/report.txt
 mkdir -p /run/vm-tests
+t_report=$(cut -d' ' -f1 /proc/uptime)
 # wait for the boot to finish (running/degraded), bounded
 for _ in $(seq 120); do
-  [ "$(systemctl show -p FinishTimestampMonotonic --value 2>/dev/null)" != 0 ] && break
-  sleep 0.5
+  case $(systemctl is-system-running 2>/dev/null) in initializing|starting) sleep 0.5 ;; *) break ;; esac
 done
+t_booted=$(cut -d' ' -f1 /proc/uptime)
 # every command bounded: one stuck probe must not cost the whole report
 block() { local p=$1; shift; timeout 20 "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
 {
 echo "scenario=$(cat /run/vm-tests/scenario 2>/dev/null)"
-echo "uptime=$(cut -d' ' -f1 /proc/uptime)"
+echo "uptime=$t_booted"
+echo "report_started=$t_report"
 echo "cmdline=$(cat /proc/cmdline)"
 for u in containerd-guard-volume.service containerd.service containerd-guard-runtime.service \
          kubelet.service var-lib-containerd.mount vm-tests-hotplug.service containerd-guard-initrd.service; do
@@ -38,7 +40,7 @@ block ctr.images ctr --timeout 5s -n k8s.io images ls -q
 block cycle sh -c "journalctl -b -o cat _PID=1 | grep -iE 'ordering cycle|to break ordering|Found dependency' || true"
 block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard-initrd.service \
   -u containerd-guard-volume.service -u containerd.service -u containerd-guard-runtime.service \
-  -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service
+  -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service -u vm-tests-bypass.service
 block critical systemd-analyze critical-chain kubelet.service
 block blame sh -c "systemd-analyze blame | grep -E 'containerd|kubelet|var-lib'"
 block analyze systemd-analyze
@@ -46,6 +48,7 @@ if [ "$(cat /run/vm-tests/scenario 2>/dev/null)" = healthy ]; then
   block verify systemd-analyze verify --man=no /usr/lib/systemd/system/containerd-guard-volume.service \
     /usr/lib/systemd/system/containerd-guard-runtime.service containerd.service kubelet.service
 fi
+echo "report_done=$(cut -d' ' -f1 /proc/uptime)"
 } > "$out" 2>&1
 { echo "=== VMTEST BEGIN"; cat "$out"; echo "=== VMTEST END"; } > /dev/ttyS1
 sync
