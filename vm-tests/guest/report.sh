@@ -27,6 +27,7 @@ echo "containerd.starts=$(journalctl -b -o cat _PID=1 UNIT=containerd.service 2>
 echo "containerd.mainpid=$(systemctl show -p MainPID --value containerd.service)"
 echo "volume.ok=$(cat /run/containerd-guard/volume.ok 2>/dev/null)"
 echo "boot_id=$(cat /proc/sys/kernel/random/boot_id)"
+echo "netdevs=$(ls /sys/class/net | tr '\n' ' ' | sed 's/ $//')"
 echo "mount=$(findmnt -rno SOURCE,FSTYPE,LABEL /var/lib/containerd 2>/dev/null)"
 # what lies on the root filesystem under the mount point
 mkdir -p /run/vm-tests/rootfs && mount --bind / /run/vm-tests/rootfs 2>/dev/null &&
