@@ -12,3 +12,5 @@ pub mod notify;
 pub mod policy;
 pub mod probe;
 pub mod report;
+pub mod runtime;
+pub mod state;
