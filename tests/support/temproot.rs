@@ -1,0 +1,120 @@
+//! A fake host tree for one test: containerd's config, root, state and socket, and the
+//! guard's own config, all under one temporary directory that is removed on drop.
+//!
+//! Layout (`<t>` is the tempdir):
+//!   <t>/containerd/config.toml   containerd's config, `root`/`state`/`grpc.address` below
+//!   <t>/var/lib/containerd       containerd's root: the volume path under test
+//!   <t>/run/containerd           containerd's state; the socket is containerd.sock in it
+//!   <t>/guard.toml               the guard's config (`[containerd] config` points above)
+//!   <t>/img                      images for loop devices
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug)]
+pub struct TempRoot {
+    dir: tempfile::TempDir,
+}
+
+impl Default for TempRoot {
+    fn default() -> Self {
+        TempRoot::new()
+    }
+}
+
+impl TempRoot {
+    /// A fresh tree with containerd's config already written (no extra CRI settings).
+    pub fn new() -> TempRoot {
+        let dir = tempfile::Builder::new()
+            .prefix("cg-test.")
+            .tempdir()
+            .expect("tempdir");
+        let t = TempRoot { dir };
+        for d in ["containerd", "var/lib", "run/containerd", "img", "opt"] {
+            std::fs::create_dir_all(t.path().join(d)).expect("mkdir");
+        }
+        t.write_containerd_config("");
+        t
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// containerd's `root`: the path the ephemeral volume must be mounted at. Not created:
+    /// tests decide whether it is a directory, a mount point, or missing.
+    pub fn volume_path(&self) -> PathBuf {
+        self.path().join("var/lib/containerd")
+    }
+
+    pub fn state_path(&self) -> PathBuf {
+        self.path().join("run/containerd")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.state_path().join("containerd.sock")
+    }
+
+    pub fn images(&self) -> PathBuf {
+        self.path().join("img")
+    }
+
+    pub fn containerd_config(&self) -> PathBuf {
+        self.path().join("containerd/config.toml")
+    }
+
+    pub fn guard_config_path(&self) -> PathBuf {
+        self.path().join("guard.toml")
+    }
+
+    /// Writes containerd's config.toml (version 2) with root, state, grpc.address and the
+    /// CRI settings this sandbox needs; `extra` is appended verbatim.
+    pub fn write_containerd_config(&self, extra: &str) -> PathBuf {
+        let text = format!(
+            r#"version = 2
+root = "{root}"
+state = "{state}"
+
+[grpc]
+  address = "{sock}"
+
+[ttrpc]
+  address = "{sock}.ttrpc"
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{opt}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+{extra}
+"#,
+            root = self.volume_path().display(),
+            state = self.state_path().display(),
+            sock = self.socket().display(),
+            opt = self.path().join("opt").display(),
+        );
+        let p = self.containerd_config();
+        std::fs::write(&p, text).expect("write containerd config");
+        p
+    }
+
+    /// Writes the guard's config: `[containerd] config` names this tree's containerd
+    /// config, followed by `[volume]` with `volume` as its body, then `extra` verbatim
+    /// (further tables; must not repeat `[containerd]` or `[volume]`).
+    pub fn write_guard_config(&self, volume: &str, extra: &str) -> PathBuf {
+        let text = format!(
+            "[containerd]\nconfig = \"{}\"\n\n[volume]\n{volume}\n{extra}\n",
+            self.containerd_config().display()
+        );
+        self.write_guard_config_raw(&text)
+    }
+
+    /// Writes the guard's config file exactly as given.
+    pub fn write_guard_config_raw(&self, text: &str) -> PathBuf {
+        let p = self.guard_config_path();
+        std::fs::write(&p, text).expect("write guard config");
+        p
+    }
+}
