@@ -173,3 +173,86 @@ impl Outcome {
         self
     }
 }
+
+/// A `guard` started in the background, for tests that change the host while it waits.
+/// Killed on drop if still running.
+#[derive(Debug)]
+pub struct Running {
+    child: Option<std::process::Child>,
+    stderr_path: std::path::PathBuf,
+    stdout_path: std::path::PathBuf,
+    started: Instant,
+    command: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Guard {
+    /// Starts `guard <global args> <extra>` without waiting; output goes to temp files.
+    pub fn spawn(&self, extra: &[&str]) -> Running {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stdout_path = dir.path().join("stdout");
+        let stderr_path = dir.path().join("stderr");
+        let mut cmd = Command::new(GUARD);
+        cmd.args(&self.args).args(extra).env_remove("NOTIFY_SOCKET");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.stdout(std::fs::File::create(&stdout_path).expect("stdout file"));
+        cmd.stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
+        let started = Instant::now();
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {GUARD}: {e}"));
+        Running {
+            child: Some(child),
+            stderr_path,
+            stdout_path,
+            started,
+            command: format!("guard {} {}", self.args.join(" "), extra.join(" ")),
+            _dir: dir,
+        }
+    }
+}
+
+impl Running {
+    /// Polls until stderr contains `needle` (e.g. the "waiting" log line).
+    pub fn wait_for_stderr(&self, needle: &str, timeout: Duration) {
+        super::poll_until(
+            &format!("`{}` to log {needle:?}", self.command),
+            timeout,
+            || {
+                std::fs::read_to_string(&self.stderr_path)
+                    .ok()
+                    .filter(|s| s.contains(needle))
+                    .map(|_| ())
+            },
+        );
+    }
+
+    /// Waits (bounded) for the guard to exit and returns what it did.
+    pub fn finish(mut self, timeout: Duration) -> Outcome {
+        let mut child = self.child.take().expect("running");
+        let status = super::poll_until(&format!("`{}` to exit", self.command), timeout, || {
+            child.try_wait().ok().flatten()
+        });
+        let elapsed = self.started.elapsed();
+        let stdout = std::fs::read_to_string(&self.stdout_path).unwrap_or_default();
+        Outcome {
+            code: status.code().unwrap_or(-1),
+            json: serde_json::from_str(&stdout).ok(),
+            stdout,
+            stderr: std::fs::read_to_string(&self.stderr_path).unwrap_or_default(),
+            elapsed,
+            command: self.command.clone(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

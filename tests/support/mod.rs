@@ -16,7 +16,7 @@ pub mod poll;
 pub mod temproot;
 
 pub use containerd::Containerd;
-pub use guard::{Guard, Outcome};
+pub use guard::{Guard, Outcome, Running};
 pub use mounts::{FsKind, Image, LoopDevice, LoopVolume, Mount};
 pub use poll::poll_until;
 pub use temproot::TempRoot;

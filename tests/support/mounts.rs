@@ -133,8 +133,17 @@ impl LoopDevice {
     }
 
     /// Partition `n` (1-based) of a device attached with `partscan`: `/dev/loopNpM`.
+    ///
+    /// Some kernels lack the GPT parser (`CONFIG_EFI_PARTITION` unset), so `--partscan`
+    /// finds nothing: then `partx --add` reads the table in user space and registers the
+    /// partitions with BLKPG. They go away when the device is detached.
     pub fn partition(&self, n: u32) -> PathBuf {
         let p = PathBuf::from(format!("{}p{n}", self.path.display()));
+        let sys = PathBuf::from(format!("/sys/class/block/{}p{n}", self.name));
+        if !sys.exists() {
+            let dev = self.path.to_string_lossy().into_owned();
+            run("partx", &["--add", "--nr", &n.to_string(), &dev]);
+        }
         poll_until(
             &format!("{} to exist", p.display()),
             Duration::from_secs(5),
@@ -165,6 +174,16 @@ impl LoopDevice {
 impl Drop for LoopDevice {
     fn drop(&mut self) {
         let dev = self.path.to_string_lossy().into_owned();
+        // Partitions registered by hand (see `partition`) must not outlive the device.
+        let has_parts = std::fs::read_dir(format!("/sys/class/block/{}", self.name))
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with(&self.name))
+            })
+            .unwrap_or(false);
+        if has_parts {
+            let _ = run_quiet("partx", &["--delete", &dev]);
+        }
         // The kernel may hold the device a moment after umount; retry briefly.
         for _ in 0..50 {
             if run_quiet("losetup", &["-d", &dev]) {
