@@ -16,7 +16,7 @@ pub fn seen(host: &Host, root: &Path, socket: &Path) -> ContainerdSeen {
 }
 
 /// containerd processes that use `root`: by executable name *and* root (its `--root`
-/// flag, or none given, which means the root from the config we read).
+/// flag, or the `root` of the config file it was started with).
 pub fn processes_for_root(host: &Host, root: &Path) -> Vec<(i32, String)> {
     let Ok(entries) = std::fs::read_dir(host.path("/proc")) else {
         return Vec::new();
@@ -50,15 +50,14 @@ pub fn processes_for_root(host: &Host, root: &Path) -> Vec<(i32, String)> {
 
 /// Whether a containerd with this command line uses `root`. `--root` decides; else the
 /// root in the file given with `--config`/`-c` (read through the process's own root and
-/// working directory); with neither, containerd reads the config the guard reads. When
+/// working directory), or in containerd's default config file when none is given. When
 /// its config cannot be read, the answer is yes: fail closed rather than miss a runtime.
 fn uses_root(host: &Host, pid: i32, args: &[String], root: &Path) -> bool {
     if let Some(r) = flag(args, "--root", None) {
         return Path::new(&r) == root;
     }
-    let Some(config) = flag(args, "--config", Some("-c")) else {
-        return true;
-    };
+    let config = flag(args, "--config", Some("-c"))
+        .unwrap_or_else(|| crate::config::containerd::DEFAULT_CONFIG.to_string());
     let config = Path::new(&config);
     let seen_by_process = if config.is_absolute() {
         host.proc(format!("{pid}/root"))
@@ -138,6 +137,8 @@ mod tests {
             ("500", "containerd\n", "containerd\0-c\0/ours.toml\0"),
             // Its config cannot be read: counted, fail closed.
             ("600", "containerd\n", "containerd\0--config=/broken.toml\0"),
+            // No flags: containerd reads /etc/containerd/config.toml, here another root.
+            ("700", "containerd\n", "containerd\0"),
         ] {
             let d = host.path(format!("/proc/{pid}"));
             std::fs::create_dir_all(&d).unwrap();
@@ -151,6 +152,21 @@ mod tests {
             .into_iter()
             .map(|(pid, _)| pid)
             .collect();
-        assert_eq!(found, vec![100, 500, 600]);
+        assert_eq!(found, vec![100, 500, 600, 700]);
+        std::fs::create_dir_all(host.path("/etc/containerd")).unwrap();
+        std::fs::write(
+            host.path("/etc/containerd/config.toml"),
+            "version = 2\nroot = \"/srv/y\"\n",
+        )
+        .unwrap();
+        let found: Vec<i32> = processes_for_root(&host, Path::new("/var/lib/containerd"))
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .collect();
+        assert_eq!(
+            found,
+            vec![500, 600],
+            "flagless containerd uses /etc/containerd/config.toml"
+        );
     }
 }
