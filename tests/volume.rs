@@ -168,7 +168,7 @@ fn partuuid_and_partlabel_on_gpt_loop_device_pass() {
 #[test]
 fn nothing_mounted_fails_after_a_bounded_wait() {
     require_root(&[]);
-    let t = TempRoot::new();
+    let t = TempRoot::on_root_filesystem();
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let cfg = t.write_guard_config(SHORT_WAIT, "");
     let path = t.volume_path().display().to_string();
@@ -273,8 +273,8 @@ fn overlay_fails() {
 #[test]
 fn bind_mount_of_a_root_filesystem_directory_fails() {
     require_root(&["mount", "umount"]);
-    let t = TempRoot::new();
-    // A directory on the root filesystem (the temp dir lives there; checked below).
+    let t = TempRoot::on_root_filesystem();
+    // A directory on the root filesystem (checked below).
     let src = t.path().join("on-rootfs");
     std::fs::create_dir_all(&src).unwrap();
     let _m = Mount::bind(&src, &t.volume_path());
@@ -579,7 +579,6 @@ fn config_error(t: &TempRoot, text: &str, needles: &[&str]) {
 
 #[test]
 fn config_errors_exit_3_and_name_file_and_key() {
-    require_root(&[]);
     let t = TempRoot::new();
     let file = t.guard_config_path().display().to_string();
     let head = format!(

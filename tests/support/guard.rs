@@ -231,10 +231,21 @@ impl Running {
 
     /// Waits (bounded) for the guard to exit and returns what it did.
     pub fn finish(mut self, timeout: Duration) -> Outcome {
-        let mut child = self.child.take().expect("running");
-        let status = super::poll_until(&format!("`{}` to exit", self.command), timeout, || {
-            child.try_wait().ok().flatten()
-        });
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            let child = self.child.as_mut().expect("running");
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                break status;
+            }
+            // On timeout the guard is killed by Drop as the panic unwinds.
+            assert!(
+                Instant::now() < deadline,
+                "`{}` did not exit within {timeout:?}",
+                self.command
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
         let elapsed = self.started.elapsed();
         let stdout = std::fs::read_to_string(&self.stdout_path).unwrap_or_default();
         Outcome {

@@ -28,6 +28,36 @@ impl TempRoot {
             .prefix("cg-test.")
             .tempdir()
             .expect("tempdir");
+        TempRoot::init(dir)
+    }
+
+    /// As [`TempRoot::new`], but on the root filesystem's own device (not a tmpfs `/tmp`),
+    /// for tests whose premise is "a directory on the root filesystem". Uses `$TMPDIR` when
+    /// it is on `/`'s device, else the first of /var/tmp, /root, /var/lib that is.
+    pub fn on_root_filesystem() -> TempRoot {
+        use std::os::unix::fs::MetadataExt;
+        let root_dev = std::fs::metadata("/").expect("stat /").dev();
+        let base = [
+            std::env::temp_dir(),
+            "/var/tmp".into(),
+            "/root".into(),
+            "/var/lib".into(),
+        ]
+        .into_iter()
+        .find(|d| {
+            std::fs::metadata(d)
+                .map(|m| m.dev() == root_dev)
+                .unwrap_or(false)
+        })
+        .expect("no writable directory on the root filesystem's device");
+        let dir = tempfile::Builder::new()
+            .prefix("cg-test.")
+            .tempdir_in(base)
+            .expect("tempdir");
+        TempRoot::init(dir)
+    }
+
+    fn init(dir: tempfile::TempDir) -> TempRoot {
         let t = TempRoot { dir };
         for d in ["containerd", "var/lib", "run/containerd", "img", "opt"] {
             std::fs::create_dir_all(t.path().join(d)).expect("mkdir");
