@@ -6,6 +6,28 @@
 //! Use from a test file with `mod support;` and start each root-only test with
 //! [`require_root`]. Resources are named uniquely (random labels, temp dirs) because other
 //! engineers and parallel tests use loop devices on the same machine at the same time.
+//!
+//! ```ignore
+//! mod support;
+//! use support::*;
+//!
+//! #[test]
+//! fn example() {
+//!     require_root(&["losetup", "mkfs.ext4", "containerd"]);
+//!     let t = TempRoot::new(); // containerd config.toml with root/state/socket under a tempdir
+//!     let label = unique("cg", 8);
+//!     let _vol = LoopVolume::new(&t.images(), FsKind::Ext4, &label, &t.volume_path());
+//!     let cfg = t.write_guard_config(&format!("device = \"LABEL={label}\""), "");
+//!     Guard::with_config(&cfg).volume_json().expect(0, "volume.device", "pass");
+//!     let ctrd = Containerd::start(&t); // real containerd on t's paths; killed on drop
+//!     let out = Guard::with_config(&cfg).run(&["--json", "verify"]);
+//!     assert_eq!(out.verdict(), "usable", "{}", out.dump());
+//!     drop(ctrd);
+//! } // drops: unmount, detach the loop device, remove the tempdir
+//! ```
+//!
+//! `scripts/test` points `TMPDIR` at a per-run directory and sweeps it afterwards, so a
+//! leak (a mount, loop device or containerd under it) fails the run and is cleaned up.
 
 #![allow(dead_code, unused_imports)]
 
