@@ -62,22 +62,12 @@ fn wait_for_volume(ctx: &Context, containerd: &ContainerdConfig) -> VolumeFacts 
         let left = deadline - now;
         let what = waiting_for(&facts, ctx);
         if last_log.elapsed() >= Duration::from_secs(5) || interval == Duration::from_millis(100) {
-            let left_text = seconds(left);
-            tracing::info!("waiting up to {left_text} more for {what}");
-            crate::notify::status(&format!("waiting for {what} ({left_text} left)"));
+            tracing::info!("waiting up to {}s more for {what}", left.as_secs());
+            crate::notify::status(&format!("waiting for {what} ({}s left)", left.as_secs()));
             last_log = Instant::now();
         }
         std::thread::sleep(interval.min(left));
         interval = (interval * 2).min(Duration::from_secs(2));
-    }
-}
-
-/// Time left for people: tenths under 10 s (a 300 ms wait is not "0s"), whole seconds above.
-fn seconds(d: Duration) -> String {
-    if d < Duration::from_secs(10) {
-        format!("{:.1}s", d.as_secs_f64())
-    } else {
-        format!("{}s", d.as_secs())
     }
 }
 
