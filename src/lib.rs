@@ -5,6 +5,7 @@
 //! decide with pure functions ([`policy`]), **act** within bounds, and **report**
 //! ([`report`]). Host paths all go through [`host::Host`] so probes run against fixtures.
 
+pub mod act;
 pub mod cli;
 pub mod config;
 pub mod host;
@@ -12,3 +13,4 @@ pub mod notify;
 pub mod policy;
 pub mod probe;
 pub mod report;
+pub mod state_file;

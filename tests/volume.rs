@@ -82,6 +82,14 @@ fn healthy_ext4_by_label_passes() {
     all_pass(&o);
     o.expect(0, "volume.mounted", "pass")
         .mentions("volume.mounted", &[&t.volume_path().display().to_string()]);
+    // The outcome is left for containerd's unit and `guard status`, in the configured dir.
+    let state = t.guard_state_dir();
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let marker = std::fs::read_to_string(state.join("volume.ok")).expect("volume.ok written");
+    assert_eq!(marker.trim(), boot_id.trim());
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.join("volume.json")).unwrap()).unwrap();
+    assert_eq!(status["verdict"], "usable");
 }
 
 #[test]
@@ -546,6 +554,10 @@ fn containerd_already_running_fails_volume_but_not_verify() {
         &["already running", &socket, &format!("pid {}", c.pid())],
     );
     o.expect(1, "volume.device", "pass");
+    assert!(
+        !t.guard_state_dir().join("volume.ok").exists(),
+        "a failed check must remove volume.ok"
+    );
     // verify on a running node: a live containerd is normal.
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
     v.expect(0, "volume.containerd-not-started", "skip");

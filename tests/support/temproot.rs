@@ -6,6 +6,7 @@
 //!   <t>/var/lib/containerd       containerd's root: the volume path under test
 //!   <t>/run/containerd           containerd's state; the socket is containerd.sock in it
 //!   <t>/guard.toml               the guard's config (`[containerd] config` points above)
+//!   <t>/run/containerd-guard     the guard's `state_dir` (status file, volume.ok marker)
 //!   <t>/img                      images for loop devices
 
 use std::path::{Path, PathBuf};
@@ -130,12 +131,18 @@ state = "{state}"
         p
     }
 
-    /// Writes the guard's config: `[containerd] config` names this tree's containerd
+    /// The guard's `state_dir` (status file, `volume.ok` marker): never the real `/run`.
+    pub fn guard_state_dir(&self) -> PathBuf {
+        self.path().join("run/containerd-guard")
+    }
+
+    /// Writes the guard's config: `state_dir` under this tree, `[containerd] config` names this tree's containerd
     /// config, followed by `[volume]` with `volume` as its body, then `extra` verbatim
     /// (further tables; must not repeat `[containerd]` or `[volume]`).
     pub fn write_guard_config(&self, volume: &str, extra: &str) -> PathBuf {
         let text = format!(
-            "[containerd]\nconfig = \"{}\"\n\n[volume]\n{volume}\n{extra}\n",
+            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\n\n[volume]\n{volume}\n{extra}\n",
+            self.guard_state_dir().display(),
             self.containerd_config().display()
         );
         self.write_guard_config_raw(&text)
