@@ -5,6 +5,7 @@
 //! decide with pure functions ([`policy`]), **act** within bounds, and **report**
 //! ([`report`]). Host paths all go through [`host::Host`] so probes run against fixtures.
 
+pub mod act;
 pub mod cli;
 pub mod config;
 pub mod host;
@@ -14,3 +15,4 @@ pub mod probe;
 pub mod report;
 pub mod runtime;
 pub mod state;
+pub mod state_file;

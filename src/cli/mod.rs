@@ -69,6 +69,11 @@ pub struct Cli {
     )]
     pub root: PathBuf,
 
+    /// Check the OS mounted here rather than the running one (the initrd's /sysroot):
+    /// its config and volume path are read below DIR.
+    #[arg(long, global = true, value_name = "DIR", default_value = "/")]
+    pub sysroot: PathBuf,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -123,7 +128,7 @@ pub fn main() -> i32 {
         }
     };
     init_logging(cli.verbose);
-    let host = Host::at(&cli.root);
+    let host = Host::at(&cli.root).with_sysroot(&cli.sysroot);
     let loaded = match crate::config::load(&host, cli.config.as_deref()) {
         Ok(loaded) => loaded,
         Err(e) => return config_error(&e),

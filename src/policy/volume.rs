@@ -348,4 +348,4 @@ pub fn mount_unit_name(path: &std::path::Path) -> String {
 }
 
 #[cfg(test)]
-mod tests {}
+mod tests;

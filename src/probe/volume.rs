@@ -55,7 +55,10 @@ impl VolumeFacts {
 /// Bound on the hidden-data walk: it is evidence, not an inventory.
 const HIDDEN_WALK_LIMIT: u64 = 200_000;
 
-pub fn gather(host: &Host, settings: &Settings, path: &Path, socket: &Path) -> VolumeFacts {
+/// `root` is containerd's root as its config names it, inside the OS being checked.
+pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> VolumeFacts {
+    let path = host.in_namespace(root);
+    let path = path.as_path();
     let mounts = MountTable::read(&host.mountinfo());
     let device = settings
         .volume
@@ -63,7 +66,7 @@ pub fn gather(host: &Host, settings: &Settings, path: &Path, socket: &Path) -> V
         .as_ref()
         .map(|spec| (spec.clone(), blockdev::resolve(host, spec)));
     let mounted = mounts.as_ref().ok().and_then(|t| t.at(path)).is_some();
-    let on_disk = host.path(path);
+    let on_disk = host.os_file(root);
     let (stats, write_probe, hidden) = if mounted {
         (
             Some(statvfs(&on_disk)),
@@ -79,7 +82,7 @@ pub fn gather(host: &Host, settings: &Settings, path: &Path, socket: &Path) -> V
         stats,
         write_probe,
         hidden,
-        containerd: super::containerd_proc::seen(host, path, socket),
+        containerd: super::containerd_proc::seen(host, root, socket),
         mounts,
     }
 }
