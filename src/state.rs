@@ -4,16 +4,15 @@
 //! half-written file; a file that does not parse anyway is kept aside and treated as
 //! "no budget left", never as "fresh".
 //!
-//! Next to it, `state_dir/status` holds one human line for people and monitoring.
+//! Next to it, `state_dir/runtime.status` holds one human line for people and monitoring.
 
 use crate::host::Host;
 use serde::{Deserialize, Serialize};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const STATE_FILE: &str = "runtime.json";
-pub const STATUS_FILE: &str = "status";
+pub const STATUS_FILE: &str = "runtime.status";
 const FORMAT: u32 = 1;
 /// History is evidence, not a log: keep the newest entries only.
 const HISTORY_LIMIT: usize = 100;
@@ -175,23 +174,8 @@ impl Store {
 
 /// temp file in the same directory, write, fsync, rename over, fsync the directory.
 pub fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<(), String> {
-    let err = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
-    std::fs::create_dir_all(dir).map_err(|e| err("cannot create", dir, e))?;
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let target = dir.join(name);
-    let mut f = std::fs::File::create(&tmp).map_err(|e| err("cannot create", &tmp, e))?;
-    f.write_all(data)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| err("cannot write", &tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, &target).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err("cannot rename onto", &target, e)
-    })?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    crate::state_file::write_atomic(&target, data).map_err(|e| format!("cannot write {}: {e}", target.display()))
 }
 
 /// Time since boot from `/proc/uptime` (the clock restarts are spaced on).
