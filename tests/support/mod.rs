@@ -35,6 +35,7 @@ pub mod containerd;
 pub mod guard;
 pub mod mounts;
 pub mod poll;
+pub mod runtime;
 pub mod temproot;
 
 pub use containerd::Containerd;
