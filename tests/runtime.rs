@@ -327,8 +327,8 @@ fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
     let started = Instant::now();
     let out = runtime(&cfg);
     assert!(started.elapsed() < Duration::from_secs(30), "runtime is bounded: {:?}", started.elapsed());
-    assert_eq!(out.code, 1, "{}", out.dump());
-    assert_eq!(out.status("runtime.answers"), "fail", "{}", out.dump());
+    // One restart (the budget), then terminal: a silent socket is not waited on forever.
+    out.expect(4, "runtime.answers", "fail").mentions("remedy.budget", &["TERMINAL"]);
     let restarts = std::fs::read_to_string(t.path().join("restarts.log")).map(|s| s.lines().count()).unwrap_or(0);
     assert_eq!(restarts, 1, "a silent containerd is restarted, within the budget");
 }
