@@ -90,7 +90,10 @@ pub enum Loaded {
     Fresh(Option<String>),
     Current,
     /// The file did not parse; it was moved to the path given.
-    Corrupt { problem: String, kept: PathBuf },
+    Corrupt {
+        problem: String,
+        kept: PathBuf,
+    },
 }
 
 pub struct Store {
@@ -175,7 +178,8 @@ impl Store {
 /// temp file in the same directory, write, fsync, rename over, fsync the directory.
 pub fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<(), String> {
     let target = dir.join(name);
-    crate::state_file::write_atomic(&target, data).map_err(|e| format!("cannot write {}: {e}", target.display()))
+    crate::state_file::write_atomic(&target, data)
+        .map_err(|e| format!("cannot write {}: {e}", target.display()))
 }
 
 /// Time since boot from `/proc/uptime` (the clock restarts are spaced on).

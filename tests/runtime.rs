@@ -11,7 +11,15 @@ use std::time::{Duration, Instant};
 use support::runtime::*;
 use support::*;
 
-const TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc", "mkfs.ext4", "losetup", "mount"];
+const TOOLS: &[&str] = &[
+    "containerd",
+    "ctr",
+    "runc",
+    "gcc",
+    "mkfs.ext4",
+    "losetup",
+    "mount",
+];
 
 /// A test node: containerd on `t`'s paths (dropped first), the volume, the tree.
 struct Node {
@@ -28,7 +36,12 @@ impl Node {
         require_root(TOOLS);
         let t = TempRoot::new();
         t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
-        let vol = LoopVolume::new(&t.images(), FsKind::Ext4, &unique("cg", 8), &t.volume_path());
+        let vol = LoopVolume::new(
+            &t.images(),
+            FsKind::Ext4,
+            &unique("cg", 8),
+            &t.volume_path(),
+        );
         let ctrd = Restartable::start(&t);
         Node {
             ctrd,
@@ -39,7 +52,11 @@ impl Node {
     }
 
     fn oci_archive(&self, corrupt: bool) -> PathBuf {
-        let name = if corrupt { "pause-corrupt.oci.tar" } else { "pause.oci.tar" };
+        let name = if corrupt {
+            "pause-corrupt.oci.tar"
+        } else {
+            "pause.oci.tar"
+        };
         self.img.write_oci(&self.t.path().join(name), corrupt)
     }
 
@@ -77,7 +94,10 @@ impl Node {
     #[track_caller]
     fn kubelet_can_start_a_pod(&self) {
         if let Err(e) = run_pod_sandbox(&self.t.socket()) {
-            panic!("RunPodSandbox failed: {e}\ncontainerd log:\n{}", self.ctrd.log_tail());
+            panic!(
+                "RunPodSandbox failed: {e}\ncontainerd log:\n{}",
+                self.ctrd.log_tail()
+            );
         }
     }
 }
@@ -103,15 +123,32 @@ fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     let out = runtime(&cfg);
     out.expect(0, "runtime.answers", "pass");
-    for id in ["runtime.version", "runtime.plugins", "runtime.stale", "runtime.cri", "runtime.sandbox-image"] {
+    for id in [
+        "runtime.version",
+        "runtime.plugins",
+        "runtime.stale",
+        "runtime.cri",
+        "runtime.sandbox-image",
+    ] {
         assert_eq!(out.status(id), "pass", "{id}:\n{}", out.dump());
     }
-    out.mentions("runtime.sandbox-image", &["complete and unpacked for overlayfs"]);
-    assert_eq!(out.status("runtime.network"), "warn", "no CNI here; reported, not blocking");
+    out.mentions(
+        "runtime.sandbox-image",
+        &["complete and unpacked for overlayfs"],
+    );
+    assert_eq!(
+        out.status("runtime.network"),
+        "warn",
+        "no CNI here; reported, not blocking"
+    );
     assert_eq!(n.ctrd.restarts(), 0, "never restart a healthy containerd");
     assert_eq!(n.ctrd.pid(), pid);
     for id in ["remedy.restart", "remedy.restore-image", "remedy.pull"] {
-        assert!(!has_finding(&out, id), "{id} on a healthy node:\n{}", out.dump());
+        assert!(
+            !has_finding(&out, id),
+            "{id} on a healthy node:\n{}",
+            out.dump()
+        );
     }
     // Read-only verify agrees, and also runs phase 1.
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
@@ -125,10 +162,20 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s2", dead_port()));
     // The kubelet's view before the guard: the TKGS failure.
     let before = run_pod_sandbox(&n.t.socket());
-    assert!(before.is_err(), "the stale containerd should not start pods: {before:?}");
-    let v = Guard::with_config(&n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n")).run(&["--json", "verify"]);
-    v.expect(1, "runtime.stale", "fail").mentions("runtime.stale", &["mounted over"]);
-    assert_eq!(v.status("runtime.cri"), "pass", "RuntimeReady stays true when stale: {}", v.dump());
+    assert!(
+        before.is_err(),
+        "the stale containerd should not start pods: {before:?}"
+    );
+    let v = Guard::with_config(&n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n"))
+        .run(&["--json", "verify"]);
+    v.expect(1, "runtime.stale", "fail")
+        .mentions("runtime.stale", &["mounted over"]);
+    assert_eq!(
+        v.status("runtime.cri"),
+        "pass",
+        "RuntimeReady stays true when stale: {}",
+        v.dump()
+    );
     let pid = n.ctrd.pid();
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     let started = Instant::now();
@@ -138,14 +185,25 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
     assert_eq!(out.status("runtime.stale"), "pass", "{}", out.dump());
     assert_eq!(n.ctrd.restarts(), 1, "exactly one restart");
     assert_ne!(n.ctrd.pid(), pid);
-    assert!(!has_finding(&out, "remedy.restore-image"), "the volume had the image: {}", out.dump());
+    assert!(
+        !has_finding(&out, "remedy.restore-image"),
+        "the volume had the image: {}",
+        out.dump()
+    );
     println!("BENCH tkgs answering-to-usable {:.2}s", took.as_secs_f64());
-    assert!(took < Duration::from_secs(5), "answering -> usable took {took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "answering -> usable took {took:?}"
+    );
     n.kubelet_can_start_a_pod();
     let status = Guard::with_config(&cfg).run(&["--json", "status"]);
     assert_eq!(status.code, 0, "{}", status.dump());
     let j = status.json.expect("status --json");
-    assert_eq!(j["state"]["restarts"].as_array().map(Vec::len), Some(1), "{j}");
+    assert_eq!(
+        j["state"]["restarts"].as_array().map(Vec::len),
+        Some(1),
+        "{j}"
+    );
     assert_eq!(j["state"]["last"]["exit"], 0, "{j}");
 }
 
@@ -162,16 +220,29 @@ fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() 
     let archive = img.write_oci(&t.path().join("pause.oci.tar"), false);
     ctrd.ctr_import(&archive);
     // ...then an empty volume is mounted over it.
-    let vol = LoopVolume::new(&t.images(), FsKind::Ext4, &unique("cg", 8), &t.volume_path());
+    let vol = LoopVolume::new(
+        &t.images(),
+        FsKind::Ext4,
+        &unique("cg", 8),
+        &t.volume_path(),
+    );
     let n = Node { ctrd, vol, img, t };
     let cfg = n.config(
         &n.ctrd.restart_program(),
-        &format!("[sandbox]\narchives = [\"{}\"]\npull = false\n", archive.display()),
+        &format!(
+            "[sandbox]\narchives = [\"{}\"]\npull = false\n",
+            archive.display()
+        ),
     );
     let out = runtime(&cfg);
     out.expect(0, "remedy.restart", "pass");
     assert_eq!(out.status("remedy.restore-image"), "pass", "{}", out.dump());
-    assert_eq!(out.status("runtime.sandbox-image"), "pass", "{}", out.dump());
+    assert_eq!(
+        out.status("runtime.sandbox-image"),
+        "pass",
+        "{}",
+        out.dump()
+    );
     assert_eq!(n.ctrd.restarts(), 1);
     n.kubelet_can_start_a_pod();
 }
@@ -185,8 +256,15 @@ fn s04_volume_lazily_unmounted_under_running_containerd_is_detected() {
     let out = Guard::with_config(&cfg).run(&["--json", "verify"]);
     out.expect(1, "runtime.stale", "fail");
     let text = out.finding_text("runtime.stale");
-    assert!(text.contains("detached") || text.contains("lazily"), "{text}");
-    assert_eq!(n.ctrd.restarts(), 0, "verify without --repair changes nothing");
+    assert!(
+        text.contains("detached") || text.contains("lazily"),
+        "{text}"
+    );
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "verify without --repair changes nothing"
+    );
     assert!(!n.state_file().exists(), "read-only verify writes no state");
 }
 
@@ -199,11 +277,21 @@ fn s05_image_missing_archive_present_restored_without_pull() {
         &format!("[sandbox]\narchives = [\"{}\"]\n", docker.display()),
     );
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
-    v.expect(1, "runtime.sandbox-image", "fail").mentions("runtime.sandbox-image", &["not in namespace k8s.io"]);
+    v.expect(1, "runtime.sandbox-image", "fail")
+        .mentions("runtime.sandbox-image", &["not in namespace k8s.io"]);
     let out = runtime(&cfg);
-    out.expect(0, "remedy.restore-image", "pass").mentions("remedy.restore-image", &["Docker", "digests verified"]);
-    assert!(!has_finding(&out, "remedy.pull"), "no pull when an archive served:\n{}", out.dump());
-    assert_eq!(n.ctrd.restarts(), 0, "an image problem is not a reason to restart");
+    out.expect(0, "remedy.restore-image", "pass")
+        .mentions("remedy.restore-image", &["Docker", "digests verified"]);
+    assert!(
+        !has_finding(&out, "remedy.pull"),
+        "no pull when an archive served:\n{}",
+        out.dump()
+    );
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "an image problem is not a reason to restart"
+    );
     n.kubelet_can_start_a_pod();
 }
 
@@ -218,11 +306,16 @@ fn s06_corrupt_archive_refused_then_pulled_from_registry() {
     assert!(archive_verifies(&bad, &image).is_err());
     let cfg = n.config(
         &n.ctrd.restart_program(),
-        &format!("[sandbox]\narchives = [\"{}\"]\npull_timeout = \"30s\"\n", bad.display()),
+        &format!(
+            "[sandbox]\narchives = [\"{}\"]\npull_timeout = \"30s\"\n",
+            bad.display()
+        ),
     );
     let out = runtime(&cfg);
-    out.expect(0, "remedy.restore-image", "warn")
-        .mentions("remedy.restore-image", &["REFUSED", bad.to_str().unwrap(), "has digest"]);
+    out.expect(0, "remedy.restore-image", "warn").mentions(
+        "remedy.restore-image",
+        &["REFUSED", bad.to_str().unwrap(), "has digest"],
+    );
     assert_eq!(out.status("remedy.pull"), "pass", "{}", out.dump());
     n.kubelet_can_start_a_pod();
 }
@@ -242,14 +335,27 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
     let started = Instant::now();
     let out = runtime(&cfg);
     let took = started.elapsed();
-    out.expect(1, "runtime.sandbox-image", "fail").mentions("runtime.sandbox-image", &[&image]);
-    out.mentions("remedy.restore-image", &[missing.to_str().unwrap(), "not there"]);
-    out.mentions("remedy.pull", &[&image, "attempt 1", "attempt 2", "connection refused"]);
+    out.expect(1, "runtime.sandbox-image", "fail")
+        .mentions("runtime.sandbox-image", &[&image]);
+    out.mentions(
+        "remedy.restore-image",
+        &[missing.to_str().unwrap(), "not there"],
+    );
+    out.mentions(
+        "remedy.pull",
+        &[&image, "attempt 1", "attempt 2", "connection refused"],
+    );
     assert_eq!(out.status("runtime.hold"), "fail", "{}", out.dump());
-    assert!(took >= Duration::from_secs(3), "held for the hold timeout: {took:?}");
+    assert!(
+        took >= Duration::from_secs(3),
+        "held for the hold timeout: {took:?}"
+    );
     assert!(took < Duration::from_secs(30), "bounded: {took:?}");
     assert_eq!(n.ctrd.restarts(), 0);
-    assert!(run_pod_sandbox(&n.t.socket()).is_err(), "nothing made the node usable");
+    assert!(
+        run_pod_sandbox(&n.t.socket()).is_err(),
+        "nothing made the node usable"
+    );
 }
 
 #[test]
@@ -263,7 +369,11 @@ fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
         codes.push(out.code);
         if out.code == 4 {
             out.mentions("remedy.budget", &["TERMINAL"]);
-            assert!(out.stderr.contains("TERMINAL"), "loud on stderr too:\n{}", out.dump());
+            assert!(
+                out.stderr.contains("TERMINAL"),
+                "loud on stderr too:\n{}",
+                out.dump()
+            );
             break;
         }
     }
@@ -271,12 +381,21 @@ fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
     assert_eq!(n.ctrd.restarts(), 2, "exactly restart_budget restarts");
     for i in 0..5 {
         let out = runtime(&cfg);
-        assert_eq!(out.code, 4, "invocation {i} after terminal:\n{}", out.dump());
+        assert_eq!(
+            out.code,
+            4,
+            "invocation {i} after terminal:\n{}",
+            out.dump()
+        );
     }
     assert_eq!(n.ctrd.restarts(), 2, "no restart after terminal");
     let status = Guard::with_config(&cfg).run(&["status"]);
     assert_eq!(status.code, 4, "{}", status.dump());
-    assert!(status.stdout.contains("TERMINAL") && status.stdout.contains("restarts this boot: 2 of 2"), "{}", status.dump());
+    assert!(
+        status.stdout.contains("TERMINAL") && status.stdout.contains("restarts this boot: 2 of 2"),
+        "{}",
+        status.dump()
+    );
     // The operator fixes the cause (here: a restart command that works) and resets.
     let reset = Guard::with_config(&cfg).run(&["reset"]);
     assert_eq!(reset.code, 0, "{}", reset.dump());
@@ -296,9 +415,14 @@ fn s08b_backoff_holds_across_invocations() {
     assert_eq!(first.code, 1, "{}", first.dump());
     for _ in 0..3 {
         let out = runtime(&cfg);
-        out.expect(1, "remedy.budget", "fail").mentions("remedy.budget", &["backoff"]);
+        out.expect(1, "remedy.budget", "fail")
+            .mentions("remedy.budget", &["backoff"]);
     }
-    assert_eq!(n.ctrd.restarts(), 1, "kubelet's Restart= re-running the gate cannot shorten the backoff");
+    assert_eq!(
+        n.ctrd.restarts(),
+        1,
+        "kubelet's Restart= re-running the gate cannot shorten the backoff"
+    );
 }
 
 #[test]
@@ -309,7 +433,14 @@ fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
     // The kernel accepts connections into the backlog; nothing ever answers.
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let noop = t.path().join("restart-noop");
-    std::fs::write(&noop, format!("#!/bin/sh\necho noop >> '{}/restarts.log'\n", t.path().display())).unwrap();
+    std::fs::write(
+        &noop,
+        format!(
+            "#!/bin/sh\necho noop >> '{}/restarts.log'\n",
+            t.path().display()
+        ),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&noop, std::fs::Permissions::from_mode(0o755)).unwrap();
     let cfg = t.write_guard_config_raw(&format!(
@@ -322,15 +453,30 @@ fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
     ));
     let started = Instant::now();
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
-    assert!(started.elapsed() < Duration::from_secs(15), "verify is bounded: {:?}", started.elapsed());
-    v.expect(1, "runtime.answers", "fail").mentions("runtime.answers", &["does not answer", "silent.sock"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "verify is bounded: {:?}",
+        started.elapsed()
+    );
+    v.expect(1, "runtime.answers", "fail")
+        .mentions("runtime.answers", &["does not answer", "silent.sock"]);
     let started = Instant::now();
     let out = runtime(&cfg);
-    assert!(started.elapsed() < Duration::from_secs(30), "runtime is bounded: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "runtime is bounded: {:?}",
+        started.elapsed()
+    );
     // One restart (the budget), then terminal: a silent socket is not waited on forever.
-    out.expect(4, "runtime.answers", "fail").mentions("remedy.budget", &["TERMINAL"]);
-    let restarts = std::fs::read_to_string(t.path().join("restarts.log")).map(|s| s.lines().count()).unwrap_or(0);
-    assert_eq!(restarts, 1, "a silent containerd is restarted, within the budget");
+    out.expect(4, "runtime.answers", "fail")
+        .mentions("remedy.budget", &["TERMINAL"]);
+    let restarts = std::fs::read_to_string(t.path().join("restarts.log"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0);
+    assert_eq!(
+        restarts, 1,
+        "a silent containerd is restarted, within the budget"
+    );
 }
 
 #[test]
@@ -341,8 +487,16 @@ fn s10_corrupt_state_file_means_no_budget_until_reset() {
     std::fs::write(n.state_file(), b"{\"format\": 1, \"boot_id\": tru").unwrap();
     let out = runtime(&cfg);
     out.expect(4, "remedy.budget", "fail");
-    assert!(out.stdout.contains("corrupt"), "the corruption is reported:\n{}", out.dump());
-    assert_eq!(n.ctrd.restarts(), 0, "corrupt is 'no budget left', never 'fresh'");
+    assert!(
+        out.stdout.contains("corrupt"),
+        "the corruption is reported:\n{}",
+        out.dump()
+    );
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "corrupt is 'no budget left', never 'fresh'"
+    );
     assert!(n.t.guard_state_dir().join("runtime.json.corrupt").exists());
     let status = Guard::with_config(&cfg).run(&["status"]);
     assert!(status.stdout.contains("corrupt"), "{}", status.dump());

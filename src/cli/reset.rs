@@ -14,9 +14,15 @@ pub fn run(ctx: &Context) -> Exit {
     };
     match store.reset() {
         Ok(true) => {
-            tracing::info!("state cleared in {}: restart budget restored", store.dir.display());
+            tracing::info!(
+                "state cleared in {}: restart budget restored",
+                store.dir.display()
+            );
             let _ = store.write_status("reset by operator");
-            println!("cleared {}: the restart budget is restored", store.path().display());
+            println!(
+                "cleared {}: the restart budget is restored",
+                store.path().display()
+            );
             Exit::Usable
         }
         Ok(false) => {

@@ -16,7 +16,13 @@ pub fn run(ctx: &Context, force: bool) -> Exit {
         repair: true,
         force,
     };
-    let g = gate::run(&ctx.host, &ctx.loaded.settings, &containerd, mode, "guard runtime");
+    let g = gate::run(
+        &ctx.host,
+        &ctx.loaded.settings,
+        &containerd,
+        mode,
+        "guard runtime",
+    );
     finish(ctx, Report::new(g.findings), g.end)
 }
 

@@ -13,9 +13,13 @@ pub fn run(ctx: &Context) -> Exit {
         }
     };
     let path = store.path();
-    let corrupt_kept = store.dir.join(format!("{}.corrupt", crate::state::STATE_FILE));
+    let corrupt_kept = store
+        .dir
+        .join(format!("{}.corrupt", crate::state::STATE_FILE));
     let parsed: Result<Option<State>, String> = match std::fs::read(&path) {
-        Ok(t) => serde_json::from_slice(&t).map(Some).map_err(|e| format!("{}: {e}", path.display())),
+        Ok(t) => serde_json::from_slice(&t)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{}: {e}", path.display())),
     };
@@ -23,7 +27,10 @@ pub fn run(ctx: &Context) -> Exit {
         Ok(s) => s.filter(|s| s.boot_id == store.boot_id),
         Err(e) => {
             if ctx.json {
-                println!("{}", serde_json::json!({"state_file": path, "error": e, "corrupt": true}));
+                println!(
+                    "{}",
+                    serde_json::json!({"state_file": path, "error": e, "corrupt": true})
+                );
             } else {
                 println!("state file {} is CORRUPT: {e}", path.display());
                 println!("the guard treats this as: no restart budget left this boot; `guard reset` clears it");
@@ -63,12 +70,21 @@ pub fn run(ctx: &Context) -> Exit {
                     ctx.loaded.settings.remediation.restart_budget
                 );
                 for r in &s.history {
-                    println!("  uptime {:>6}s  {:<16} {}: {}", r.uptime_ms / 1000, r.action, r.item, r.outcome);
+                    println!(
+                        "  uptime {:>6}s  {:<16} {}: {}",
+                        r.uptime_ms / 1000,
+                        r.action,
+                        r.item,
+                        r.outcome
+                    );
                 }
             }
         }
         if corrupt_kept.exists() {
-            println!("a corrupt state file was kept as {}", corrupt_kept.display());
+            println!(
+                "a corrupt state file was kept as {}",
+                corrupt_kept.display()
+            );
         }
     }
     match state.as_ref().and_then(|s| s.terminal.as_ref()) {

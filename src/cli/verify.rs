@@ -20,7 +20,17 @@ pub fn run(ctx: &Context, repair: bool, force: bool) -> Exit {
         repair,
         force,
     };
-    let g = gate::run(&ctx.host, &ctx.loaded.settings, &containerd, mode, if repair { "guard verify --repair" } else { "guard verify" });
+    let g = gate::run(
+        &ctx.host,
+        &ctx.loaded.settings,
+        &containerd,
+        mode,
+        if repair {
+            "guard verify --repair"
+        } else {
+            "guard verify"
+        },
+    );
     report.extend(g.findings);
     super::runtime::finish(ctx, report, g.end)
 }

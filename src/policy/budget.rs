@@ -96,21 +96,39 @@ mod tests {
     fn table() {
         let s = Duration::from_secs;
         let cases: Vec<(&str, u32, State, u64, Decision)> = vec![
-            ("fresh boot", 3, restarted_at(&[]), 5, Decision::Allowed { attempt: 1 }),
+            (
+                "fresh boot",
+                3,
+                restarted_at(&[]),
+                5,
+                Decision::Allowed { attempt: 1 },
+            ),
             (
                 "inside first backoff",
                 3,
                 restarted_at(&[100]),
                 105,
-                Decision::Wait { left: s(5), attempt: 2 },
+                Decision::Wait {
+                    left: s(5),
+                    attempt: 2,
+                },
             ),
-            ("first backoff over", 3, restarted_at(&[100]), 110, Decision::Allowed { attempt: 2 }),
+            (
+                "first backoff over",
+                3,
+                restarted_at(&[100]),
+                110,
+                Decision::Allowed { attempt: 2 },
+            ),
             (
                 "backoff doubles",
                 3,
                 restarted_at(&[100, 110]),
                 125,
-                Decision::Wait { left: s(5), attempt: 3 },
+                Decision::Wait {
+                    left: s(5),
+                    attempt: 3,
+                },
             ),
             (
                 "budget spent",

@@ -29,10 +29,17 @@ pub enum ImageState {
     /// No image record with this name in namespace k8s.io.
     Missing,
     /// Listed, but some content is missing (listing lies in the stale state).
-    Incomplete { missing: Vec<String> },
+    Incomplete {
+        missing: Vec<String>,
+    },
     /// Content present, but the snapshot of its chain ID does not exist.
-    NotUnpacked { chain_id: String },
-    Usable { digest: String, chain_id: String },
+    NotUnpacked {
+        chain_id: String,
+    },
+    Usable {
+        digest: String,
+        chain_id: String,
+    },
     /// The check itself could not run.
     Unknown(String),
 }
@@ -140,8 +147,10 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, Plan) {
                 .filter(|p| required_plugin(p, &a.image.snapshotter))
                 .collect();
             if required.is_empty() {
-                let optional: Vec<String> =
-                    failed.iter().map(|p| format!("{}.{}", p.kind, p.id)).collect();
+                let optional: Vec<String> = failed
+                    .iter()
+                    .map(|p| format!("{}.{}", p.kind, p.id))
+                    .collect();
                 Finding::pass(
                     "runtime.plugins",
                     if optional.is_empty() {
@@ -188,13 +197,23 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, Plan) {
         (Ok(v), Ok(_), Some(c)) if c.status => {
             Finding::pass("runtime.cri", format!("CRI {v} serves, RuntimeReady=true"))
         }
-        (Ok(v), Ok(_), Some(c)) => Finding::fail("runtime.cri", format!("CRI {v}: RuntimeReady=false"))
-            .evidence(format!("{}: {}", c.reason, c.message))
-            .remedy("see containerd's log for the runtime error"),
-        (Ok(v), Ok(_), None) => Finding::fail("runtime.cri", format!("CRI {v} reports no RuntimeReady condition")),
-        (Err(e), _, _) | (_, Err(e), _) => Finding::fail("runtime.cri", "the CRI plugin does not serve")
-            .evidence(e.clone())
-            .remedy("check that containerd's config does not disable the cri plugin (disabled_plugins)"),
+        (Ok(v), Ok(_), Some(c)) => {
+            Finding::fail("runtime.cri", format!("CRI {v}: RuntimeReady=false"))
+                .evidence(format!("{}: {}", c.reason, c.message))
+                .remedy("see containerd's log for the runtime error")
+        }
+        (Ok(v), Ok(_), None) => Finding::fail(
+            "runtime.cri",
+            format!("CRI {v} reports no RuntimeReady condition"),
+        ),
+        (Err(e), _, _) | (_, Err(e), _) => Finding::fail(
+            "runtime.cri",
+            "the CRI plugin does not serve",
+        )
+        .evidence(e.clone())
+        .remedy(
+            "check that containerd's config does not disable the cri plugin (disabled_plugins)",
+        ),
     });
     let network = conditions
         .ok()
@@ -203,14 +222,23 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, Plan) {
         Some(c) if c.status => Finding::pass("runtime.network", "NetworkReady=true"),
         Some(c) => {
             let f = if knobs.require_network {
-                Finding::fail("runtime.network", "NetworkReady=false ([hold] require_network = true)")
+                Finding::fail(
+                    "runtime.network",
+                    "NetworkReady=false ([hold] require_network = true)",
+                )
             } else {
-                Finding::warn("runtime.network", "NetworkReady=false (not required: CNI usually arrives after kubelet)")
+                Finding::warn(
+                    "runtime.network",
+                    "NetworkReady=false (not required: CNI usually arrives after kubelet)",
+                )
             };
-            f.evidence(format!("{}: {}", c.reason, c.message))
-                .remedy("install the CNI configuration (usually done by the cluster's network add-on)")
+            f.evidence(format!("{}: {}", c.reason, c.message)).remedy(
+                "install the CNI configuration (usually done by the cluster's network add-on)",
+            )
         }
-        None if knobs.require_network => Finding::fail("runtime.network", "NetworkReady not reported"),
+        None if knobs.require_network => {
+            Finding::fail("runtime.network", "NetworkReady not reported")
+        }
         None => Finding::skip("runtime.network", "NetworkReady not reported"),
     });
     let img = &a.image;
@@ -225,20 +253,29 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, Plan) {
     out.push(match &img.state {
         ImageState::Usable { digest, chain_id } => Finding::pass(
             "runtime.sandbox-image",
-            format!("sandbox image {what} is complete and unpacked for {}", img.snapshotter),
+            format!(
+                "sandbox image {what} is complete and unpacked for {}",
+                img.snapshotter
+            ),
         )
         .evidence(format!("{digest}, chain {chain_id}")),
         ImageState::Missing => {
             plan.restore_image = true;
-            Finding::fail("runtime.sandbox-image", format!("sandbox image {what} is not in namespace k8s.io"))
-                .evidence(from)
-                .remedy(fix)
+            Finding::fail(
+                "runtime.sandbox-image",
+                format!("sandbox image {what} is not in namespace k8s.io"),
+            )
+            .evidence(from)
+            .remedy(fix)
         }
         ImageState::Incomplete { missing } => {
             plan.restore_image = true;
             let mut f = Finding::fail(
                 "runtime.sandbox-image",
-                format!("sandbox image {what} is listed but its content for {} is incomplete", img.platform),
+                format!(
+                    "sandbox image {what} is listed but its content for {} is incomplete",
+                    img.platform
+                ),
             )
             .evidence(from)
             .remedy(fix);
@@ -251,15 +288,21 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, Plan) {
             plan.restore_image = true;
             Finding::fail(
                 "runtime.sandbox-image",
-                format!("sandbox image {what} is not unpacked for the {} snapshotter", img.snapshotter),
+                format!(
+                    "sandbox image {what} is not unpacked for the {} snapshotter",
+                    img.snapshotter
+                ),
             )
             .evidence(format!("no snapshot {chain_id}"))
             .evidence(from)
             .remedy(fix)
         }
-        ImageState::Unknown(e) => Finding::fail("runtime.sandbox-image", format!("cannot check sandbox image {what}"))
-            .evidence(e.clone())
-            .evidence(from),
+        ImageState::Unknown(e) => Finding::fail(
+            "runtime.sandbox-image",
+            format!("cannot check sandbox image {what}"),
+        )
+        .evidence(e.clone())
+        .evidence(from),
     });
     // A stale containerd's answers about images describe the wrong filesystem: restart
     // first, restore after.
@@ -370,24 +413,46 @@ mod tests {
     }
 
     fn facts(a: Answering) -> RuntimeFacts {
-        RuntimeFacts { socket: "/run/containerd/containerd.sock".into(), answering: Ok(Box::new(a)), waited: "0s".into() }
+        RuntimeFacts {
+            socket: "/run/containerd/containerd.sock".into(),
+            answering: Ok(Box::new(a)),
+            waited: "0s".into(),
+        }
     }
 
     fn status_of(findings: &[Finding], id: &str) -> Status {
-        findings.iter().find(|f| f.id == id).unwrap_or_else(|| panic!("no {id}")).status
+        findings
+            .iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("no {id}"))
+            .status
     }
 
-    const KNOBS: Knobs = Knobs { require_network: false };
+    const KNOBS: Knobs = Knobs {
+        require_network: false,
+    };
 
     #[test]
     fn healthy_node_passes_and_plans_nothing() {
         let (f, plan) = evaluate(&KNOBS, &facts(healthy()));
         assert_eq!(plan, Plan::default(), "never act on a healthy node");
-        for id in ["runtime.answers", "runtime.version", "runtime.plugins", "runtime.stale", "runtime.cri", "runtime.sandbox-image"] {
+        for id in [
+            "runtime.answers",
+            "runtime.version",
+            "runtime.plugins",
+            "runtime.stale",
+            "runtime.cri",
+            "runtime.sandbox-image",
+        ] {
             assert_eq!(status_of(&f, id), Status::Pass, "{id}: {f:?}");
         }
         assert_eq!(status_of(&f, "runtime.network"), Status::Warn);
-        let (f, _) = evaluate(&Knobs { require_network: true }, &facts(healthy()));
+        let (f, _) = evaluate(
+            &Knobs {
+                require_network: true,
+            },
+            &facts(healthy()),
+        );
         assert_eq!(status_of(&f, "runtime.network"), Status::Fail);
     }
 
@@ -395,30 +460,112 @@ mod tests {
     fn table() {
         type Mutate = fn(&mut Answering);
         let cases: Vec<(&str, Mutate, &str, Status, Plan)> = vec![
-            ("image missing", |a| a.image.state = ImageState::Missing, "runtime.sandbox-image", Status::Fail,
-             Plan { restart: None, restore_image: true }),
-            ("image incomplete", |a| a.image.state = ImageState::Incomplete { missing: vec!["layer sha256:x".into()] },
-             "runtime.sandbox-image", Status::Fail, Plan { restart: None, restore_image: true }),
-            ("not unpacked", |a| a.image.state = ImageState::NotUnpacked { chain_id: "sha256:c".into() },
-             "runtime.sandbox-image", Status::Fail, Plan { restart: None, restore_image: true }),
-            ("cannot check image: no remedy guessed", |a| a.image.state = ImageState::Unknown("timeout".into()),
-             "runtime.sandbox-image", Status::Fail, Plan::default()),
-            ("stale: restart, and image answers are not trusted", |a| {
-                if let Ok(dbs) = a.stale.dbs.as_mut() { dbs[0].now = Ok(FileId { dev: 9, ino: 9 }); }
-                a.image.state = ImageState::Missing;
-            }, "runtime.stale", Status::Fail, Plan { restart: Some(RestartReason::Stale), restore_image: false }),
-            ("runtime not ready", |a| {
-                if let Ok(c) = a.cri_conditions.as_mut() { c[0].status = false; }
-            }, "runtime.cri", Status::Fail, Plan::default()),
-            ("cri unimplemented", |a| a.cri_version = Err("Unimplemented: unknown service runtime.v1.RuntimeService".into()),
-             "runtime.cri", Status::Fail, Plan::default()),
-            ("required plugin failed", |a| {
-                if let Ok(p) = a.plugins.as_mut() { p[0].init_err = Some("boom".into()); }
-            }, "runtime.plugins", Status::Fail, Plan::default()),
-            ("introspection unimplemented degrades", |a| a.plugins = Err("Unimplemented".into()),
-             "runtime.plugins", Status::Warn, Plan::default()),
-            ("version unimplemented degrades", |a| a.version = Err("Unimplemented".into()),
-             "runtime.version", Status::Warn, Plan::default()),
+            (
+                "image missing",
+                |a| a.image.state = ImageState::Missing,
+                "runtime.sandbox-image",
+                Status::Fail,
+                Plan {
+                    restart: None,
+                    restore_image: true,
+                },
+            ),
+            (
+                "image incomplete",
+                |a| {
+                    a.image.state = ImageState::Incomplete {
+                        missing: vec!["layer sha256:x".into()],
+                    }
+                },
+                "runtime.sandbox-image",
+                Status::Fail,
+                Plan {
+                    restart: None,
+                    restore_image: true,
+                },
+            ),
+            (
+                "not unpacked",
+                |a| {
+                    a.image.state = ImageState::NotUnpacked {
+                        chain_id: "sha256:c".into(),
+                    }
+                },
+                "runtime.sandbox-image",
+                Status::Fail,
+                Plan {
+                    restart: None,
+                    restore_image: true,
+                },
+            ),
+            (
+                "cannot check image: no remedy guessed",
+                |a| a.image.state = ImageState::Unknown("timeout".into()),
+                "runtime.sandbox-image",
+                Status::Fail,
+                Plan::default(),
+            ),
+            (
+                "stale: restart, and image answers are not trusted",
+                |a| {
+                    if let Ok(dbs) = a.stale.dbs.as_mut() {
+                        dbs[0].now = Ok(FileId { dev: 9, ino: 9 });
+                    }
+                    a.image.state = ImageState::Missing;
+                },
+                "runtime.stale",
+                Status::Fail,
+                Plan {
+                    restart: Some(RestartReason::Stale),
+                    restore_image: false,
+                },
+            ),
+            (
+                "runtime not ready",
+                |a| {
+                    if let Ok(c) = a.cri_conditions.as_mut() {
+                        c[0].status = false;
+                    }
+                },
+                "runtime.cri",
+                Status::Fail,
+                Plan::default(),
+            ),
+            (
+                "cri unimplemented",
+                |a| {
+                    a.cri_version =
+                        Err("Unimplemented: unknown service runtime.v1.RuntimeService".into())
+                },
+                "runtime.cri",
+                Status::Fail,
+                Plan::default(),
+            ),
+            (
+                "required plugin failed",
+                |a| {
+                    if let Ok(p) = a.plugins.as_mut() {
+                        p[0].init_err = Some("boom".into());
+                    }
+                },
+                "runtime.plugins",
+                Status::Fail,
+                Plan::default(),
+            ),
+            (
+                "introspection unimplemented degrades",
+                |a| a.plugins = Err("Unimplemented".into()),
+                "runtime.plugins",
+                Status::Warn,
+                Plan::default(),
+            ),
+            (
+                "version unimplemented degrades",
+                |a| a.version = Err("Unimplemented".into()),
+                "runtime.version",
+                Status::Warn,
+                Plan::default(),
+            ),
         ];
         for (name, mutate, id, want, want_plan) in cases {
             let mut a = healthy();
@@ -431,7 +578,11 @@ mod tests {
 
     #[test]
     fn silent_containerd_plans_a_restart_and_skips_the_rest() {
-        let f = RuntimeFacts { socket: "/s".into(), answering: Err("deadline".into()), waited: "60s".into() };
+        let f = RuntimeFacts {
+            socket: "/s".into(),
+            answering: Err("deadline".into()),
+            waited: "60s".into(),
+        };
         let (findings, plan) = evaluate(&KNOBS, &f);
         assert_eq!(plan.restart, Some(RestartReason::NotAnswering));
         assert_eq!(status_of(&findings, "runtime.answers"), Status::Fail);
@@ -445,9 +596,15 @@ mod tests {
             ("pause", "docker.io/library/pause:latest"),
             ("rancher/pause:3.6", "docker.io/rancher/pause:3.6"),
             ("registry.k8s.io/pause:3.6", "registry.k8s.io/pause:3.6"),
-            ("localhost:5000/vmware.io/pause:3.4.1", "localhost:5000/vmware.io/pause:3.4.1"),
+            (
+                "localhost:5000/vmware.io/pause:3.4.1",
+                "localhost:5000/vmware.io/pause:3.4.1",
+            ),
             ("localhost/pause", "localhost/pause:latest"),
-            ("127.0.0.1:5000/pause@sha256:ab", "127.0.0.1:5000/pause@sha256:ab"),
+            (
+                "127.0.0.1:5000/pause@sha256:ab",
+                "127.0.0.1:5000/pause@sha256:ab",
+            ),
         ] {
             assert_eq!(normalize_ref(r), want, "{r}");
         }

@@ -201,7 +201,10 @@ pub fn evaluate(f: &StaleFacts) -> (Finding, bool) {
         return (finding, true);
     }
     if !other.is_empty() {
-        let mut finding = Finding::warn(ID, format!("{who} reaches its metadata through another mount"));
+        let mut finding = Finding::warn(
+            ID,
+            format!("{who} reaches its metadata through another mount"),
+        );
         for why in other {
             finding = finding.evidence(why);
         }
@@ -238,7 +241,10 @@ mod tests {
         OpenDb {
             fd: 7,
             link: link.into(),
-            open: Ok(FileId { dev: open.0, ino: open.1 }),
+            open: Ok(FileId {
+                dev: open.0,
+                ino: open.1,
+            }),
             expected: PathBuf::from(ROOT).join("io.containerd.metadata.v1.bolt/meta.db"),
             now: now
                 .map(|(dev, ino)| FileId { dev, ino })
@@ -264,7 +270,12 @@ mod tests {
         let loop3 = 7 << 8 | 3;
         let vda1 = 254 << 8 | 1;
         let cases: Vec<(&str, OpenDb, Status, &str)> = vec![
-            ("healthy", db(META, (loop3, 12), Ok((loop3, 12)), 30), Status::Pass, "holds 1"),
+            (
+                "healthy",
+                db(META, (loop3, 12), Ok((loop3, 12)), 30),
+                Status::Pass,
+                "holds 1",
+            ),
             (
                 "tkgs: volume mounted over a running containerd",
                 db(META, (vda1, 99), Ok((loop3, 12)), 21),
@@ -273,13 +284,23 @@ mod tests {
             ),
             (
                 "empty volume mounted over",
-                db(META, (vda1, 99), Err("missing (No such file or directory)"), 21),
+                db(
+                    META,
+                    (vda1, 99),
+                    Err("missing (No such file or directory)"),
+                    21,
+                ),
                 Status::Fail,
                 "is now missing",
             ),
             (
                 "lazily unmounted: link text relative to the detached fs",
-                db("/io.containerd.metadata.v1.bolt/meta.db", (loop3, 12), Ok((vda1, 5)), 30),
+                db(
+                    "/io.containerd.metadata.v1.bolt/meta.db",
+                    (loop3, 12),
+                    Ok((vda1, 5)),
+                    30,
+                ),
                 Status::Fail,
                 "detached",
             ),
@@ -291,7 +312,12 @@ mod tests {
             ),
             (
                 "deleted file",
-                db(&format!("{META} (deleted)"), (loop3, 12), Ok((loop3, 13)), 30),
+                db(
+                    &format!("{META} (deleted)"),
+                    (loop3, 12),
+                    Ok((loop3, 13)),
+                    30,
+                ),
                 Status::Fail,
                 "deleted",
             ),
@@ -316,7 +342,10 @@ mod tests {
         let loop3 = 7 << 8 | 3;
         let mut snap = db(META, (1, 1), Ok((loop3, 40)), 21);
         snap.link = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/metadata.db".into();
-        let (f, restart) = evaluate(&facts(vec![db(META, (loop3, 12), Ok((loop3, 12)), 30), snap]));
+        let (f, restart) = evaluate(&facts(vec![
+            db(META, (loop3, 12), Ok((loop3, 12)), 30),
+            snap,
+        ]));
         assert_eq!(f.status, Status::Fail);
         assert!(restart);
         assert_eq!(f.evidence.len(), 1, "{f:?}");

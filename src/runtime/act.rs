@@ -36,14 +36,46 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Stri
         let status = child.wait().await;
         (status, o, e)
     };
-    let (status, o, e) = tokio::time::timeout(timeout, collect)
-        .await
-        .map_err(|_| format!("`{}` did not finish within {}; killed", argv.join(" "), format_duration(timeout)))?;
-    let text = format!("{}{}", String::from_utf8_lossy(&o), String::from_utf8_lossy(&e));
-    let tail: String = text.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+    let (status, o, e) = tokio::time::timeout(timeout, collect).await.map_err(|_| {
+        format!(
+            "`{}` did not finish within {}; killed",
+            argv.join(" "),
+            format_duration(timeout)
+        )
+    })?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o),
+        String::from_utf8_lossy(&e)
+    );
+    let tail: String = text
+        .lines()
+        .rev()
+        .take(3)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join(" | ");
     match status {
-        Ok(s) if s.success() => Ok(format!("`{}` exited 0{}", argv.join(" "), if tail.is_empty() { String::new() } else { format!(": {tail}") })),
-        Ok(s) => Err(format!("`{}` failed ({s}){}", argv.join(" "), if tail.is_empty() { String::new() } else { format!(": {tail}") })),
+        Ok(s) if s.success() => Ok(format!(
+            "`{}` exited 0{}",
+            argv.join(" "),
+            if tail.is_empty() {
+                String::new()
+            } else {
+                format!(": {tail}")
+            }
+        )),
+        Ok(s) => Err(format!(
+            "`{}` failed ({s}){}",
+            argv.join(" "),
+            if tail.is_empty() {
+                String::new()
+            } else {
+                format!(": {tail}")
+            }
+        )),
         Err(e) => Err(format!("`{}`: {e}", argv.join(" "))),
     }
 }
@@ -97,11 +129,19 @@ pub async fn import_archive(
     // Name it as configured when the archive called it something else.
     let mut images = ImagesClient::new(conn.channel.clone());
     let get = |name: String| GetImageRequest { name };
-    if bounded("Images.Get", conn.timeout, images.get(request(get(wanted.into()), Some(K8S_NS), conn.timeout)))
-        .await
-        .is_ok()
+    if bounded(
+        "Images.Get",
+        conn.timeout,
+        images.get(request(get(wanted.into()), Some(K8S_NS), conn.timeout)),
+    )
+    .await
+    .is_ok()
     {
-        return Import::Imported(format!("imported {} ({:?}, digests verified)", path.display(), verified.format));
+        return Import::Imported(format!(
+            "imported {} ({:?}, digests verified)",
+            path.display(),
+            verified.format
+        ));
     }
     let mut target = verified.top.map(|d| containerd_client::types::Descriptor {
         media_type: d.media_type,
@@ -111,7 +151,13 @@ pub async fn import_archive(
     });
     if target.is_none() {
         for n in &verified.names {
-            if let Ok(r) = bounded("Images.Get", conn.timeout, images.get(request(get(n.clone()), Some(K8S_NS), conn.timeout))).await {
+            if let Ok(r) = bounded(
+                "Images.Get",
+                conn.timeout,
+                images.get(request(get(n.clone()), Some(K8S_NS), conn.timeout)),
+            )
+            .await
+            {
                 target = r.image.and_then(|i| i.target);
                 break;
             }
@@ -132,7 +178,13 @@ pub async fn import_archive(
         }),
         source_date_epoch: None,
     };
-    match bounded("Images.Create", conn.timeout, images.create(request(create, Some(K8S_NS), conn.timeout))).await {
+    match bounded(
+        "Images.Create",
+        conn.timeout,
+        images.create(request(create, Some(K8S_NS), conn.timeout)),
+    )
+    .await
+    {
         Ok(_) => Import::Imported(format!(
             "imported {} ({:?}, digests verified) and named it {wanted}",
             path.display(),
@@ -155,7 +207,11 @@ pub async fn pull(conn: &Conn, reference: &str, timeout: Duration) -> Result<Str
         auth: None,
         sandbox_config: None,
     };
-    bounded("CRI PullImage", timeout, c.pull_image(request(req, Some(K8S_NS), timeout)))
-        .await
-        .map(|r| format!("pulled {reference} as {}", r.image_ref))
+    bounded(
+        "CRI PullImage",
+        timeout,
+        c.pull_image(request(req, Some(K8S_NS), timeout)),
+    )
+    .await
+    .map(|r| format!("pulled {reference} as {}", r.image_ref))
 }

@@ -33,7 +33,11 @@ pub struct Verified {
 pub fn read_tar(path: &Path) -> Result<BTreeMap<String, Vec<u8>>, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if meta.len() > MAX_ARCHIVE {
-        return Err(format!("{}: {} bytes, larger than the 512 MiB accepted", path.display(), meta.len()));
+        return Err(format!(
+            "{}: {} bytes, larger than the 512 MiB accepted",
+            path.display(),
+            meta.len()
+        ));
     }
     let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse_tar(&data).map_err(|e| format!("{}: not a tar archive: {e}", path.display()))
@@ -54,7 +58,8 @@ fn octal(field: &[u8]) -> Result<u64, String> {
 }
 
 fn cstr(field: &[u8]) -> String {
-    String::from_utf8_lossy(&field[..field.iter().position(|&b| b == 0).unwrap_or(field.len())]).into_owned()
+    String::from_utf8_lossy(&field[..field.iter().position(|&b| b == 0).unwrap_or(field.len())])
+        .into_owned()
 }
 
 pub fn parse_tar(data: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, String> {
@@ -66,14 +71,27 @@ pub fn parse_tar(data: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, String> {
         if h.iter().all(|&b| b == 0) {
             break;
         }
-        let sum: u64 = h.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { b as u64 }).sum();
+        let sum: u64 = h
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                if (148..156).contains(&i) {
+                    32
+                } else {
+                    b as u64
+                }
+            })
+            .sum();
         if octal(&h[148..156])? != sum {
             return Err(format!("header checksum mismatch at offset {pos}"));
         }
         let size = octal(&h[124..136])? as usize;
         let kind = h[156];
         let body_start = pos + 512;
-        let body_end = body_start.checked_add(size).filter(|&e| e <= data.len()).ok_or("truncated entry")?;
+        let body_end = body_start
+            .checked_add(size)
+            .filter(|&e| e <= data.len())
+            .ok_or("truncated entry")?;
         let body = &data[body_start..body_end];
         let mut name = cstr(&h[0..100]);
         let prefix = cstr(&h[345..500]);
@@ -118,7 +136,11 @@ fn checked_blob<'a>(files: &'a BTreeMap<String, Vec<u8>>, d: &Desc) -> Result<&'
         return Err(format!("{p} has digest {got}, the index says {}", d.digest));
     }
     if d.size > 0 && data.len() as i64 != d.size {
-        return Err(format!("{p} is {} bytes, the index says {}", data.len(), d.size));
+        return Err(format!(
+            "{p} is {} bytes, the index says {}",
+            data.len(),
+            d.size
+        ));
     }
     Ok(data)
 }
@@ -134,18 +156,34 @@ fn image_name(annotations: Option<&Value>) -> Option<String> {
 
 /// Verifies `files` as an archive holding `wanted` (a normalised name, possibly with a
 /// `@digest`). `os`/`arch` select the platform.
-pub fn verify(files: &BTreeMap<String, Vec<u8>>, wanted: &str, os: &str, arch: &str) -> Result<Verified, String> {
+pub fn verify(
+    files: &BTreeMap<String, Vec<u8>>,
+    wanted: &str,
+    os: &str,
+    arch: &str,
+) -> Result<Verified, String> {
     let want_digest = wanted.split_once('@').map(|(_, d)| d.to_string());
     if let Some(index) = files.get("index.json") {
         let index: Value = serde_json::from_slice(index).map_err(|e| format!("index.json: {e}"))?;
-        let entries = index.get("manifests").and_then(Value::as_array).ok_or("index.json has no manifests")?;
+        let entries = index
+            .get("manifests")
+            .and_then(Value::as_array)
+            .ok_or("index.json has no manifests")?;
         let mut names = Vec::new();
         let mut chosen: Option<Desc> = None;
         for e in entries {
             let name = image_name(e.get("annotations"));
             let d = Desc {
-                media_type: e.get("mediaType").and_then(Value::as_str).unwrap_or("").to_string(),
-                digest: e.get("digest").and_then(Value::as_str).unwrap_or("").to_string(),
+                media_type: e
+                    .get("mediaType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                digest: e
+                    .get("digest")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
                 size: e.get("size").and_then(Value::as_i64).unwrap_or(0),
             };
             let by_name = name.as_deref() == Some(wanted.split('@').next().unwrap_or(wanted));
@@ -159,21 +197,39 @@ pub fn verify(files: &BTreeMap<String, Vec<u8>>, wanted: &str, os: &str, arch: &
         }
         if chosen.is_none() && entries.len() == 1 && want_digest.is_none() {
             chosen = entries.first().map(|e| Desc {
-                media_type: e.get("mediaType").and_then(Value::as_str).unwrap_or("").to_string(),
-                digest: e.get("digest").and_then(Value::as_str).unwrap_or("").to_string(),
+                media_type: e
+                    .get("mediaType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                digest: e
+                    .get("digest")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
                 size: e.get("size").and_then(Value::as_i64).unwrap_or(0),
             });
         }
-        let top = chosen.ok_or_else(|| format!("index.json names no image {wanted} (it has: {})", names.join(", ")))?;
+        let top = chosen.ok_or_else(|| {
+            format!(
+                "index.json names no image {wanted} (it has: {})",
+                names.join(", ")
+            )
+        })?;
         if let Some(d) = &want_digest {
             if &top.digest != d {
-                return Err(format!("the archive's {wanted} is {}, not the configured digest", top.digest));
+                return Err(format!(
+                    "the archive's {wanted} is {}, not the configured digest",
+                    top.digest
+                ));
             }
         }
         let top_data = checked_blob(files, &top)?;
         let manifest_desc = if is_index(&top.media_type) {
-            let v: Value = serde_json::from_slice(top_data).map_err(|e| format!("{}: {e}", top.digest))?;
-            let m = pick_manifest(&v, os, arch).ok_or_else(|| format!("{} has no {os}/{arch} manifest", top.digest))?;
+            let v: Value =
+                serde_json::from_slice(top_data).map_err(|e| format!("{}: {e}", top.digest))?;
+            let m = pick_manifest(&v, os, arch)
+                .ok_or_else(|| format!("{} has no {os}/{arch} manifest", top.digest))?;
             checked_blob(files, &m)?;
             m
         } else {
@@ -181,12 +237,17 @@ pub fn verify(files: &BTreeMap<String, Vec<u8>>, wanted: &str, os: &str, arch: &
         };
         let manifest: Value = serde_json::from_slice(checked_blob(files, &manifest_desc)?)
             .map_err(|e| format!("{}: {e}", manifest_desc.digest))?;
-        let (config, layers) = manifest_parts(&manifest).ok_or_else(|| format!("{} is not an image manifest", manifest_desc.digest))?;
+        let (config, layers) = manifest_parts(&manifest)
+            .ok_or_else(|| format!("{} is not an image manifest", manifest_desc.digest))?;
         checked_blob(files, &config)?;
         for l in &layers {
             checked_blob(files, l)?;
         }
-        return Ok(Verified { format: Format::Oci, names, top: Some(top) });
+        return Ok(Verified {
+            format: Format::Oci,
+            names,
+            top: Some(top),
+        });
     }
     if let Some(m) = files.get("manifest.json") {
         let list: Value = serde_json::from_slice(m).map_err(|e| format!("manifest.json: {e}"))?;
@@ -195,45 +256,77 @@ pub fn verify(files: &BTreeMap<String, Vec<u8>>, wanted: &str, os: &str, arch: &
         let entry = entries
             .iter()
             .find(|e| {
-                e.get("RepoTags").and_then(Value::as_array).is_some_and(|tags| {
-                    tags.iter().filter_map(Value::as_str).any(|t| normalize_ref(t) == plain)
-                })
+                e.get("RepoTags")
+                    .and_then(Value::as_array)
+                    .is_some_and(|tags| {
+                        tags.iter()
+                            .filter_map(Value::as_str)
+                            .any(|t| normalize_ref(t) == plain)
+                    })
             })
-            .or(if entries.len() == 1 { entries.first() } else { None })
+            .or(if entries.len() == 1 {
+                entries.first()
+            } else {
+                None
+            })
             .ok_or_else(|| format!("manifest.json names no image {wanted}"))?;
         let names = entry
             .get("RepoTags")
             .and_then(Value::as_array)
-            .map(|t| t.iter().filter_map(Value::as_str).map(normalize_ref).collect())
+            .map(|t| {
+                t.iter()
+                    .filter_map(Value::as_str)
+                    .map(normalize_ref)
+                    .collect()
+            })
             .unwrap_or_default();
-        let config_name = entry.get("Config").and_then(Value::as_str).ok_or("manifest.json entry has no Config")?;
-        let config = files.get(config_name).ok_or_else(|| format!("{config_name} is missing"))?;
+        let config_name = entry
+            .get("Config")
+            .and_then(Value::as_str)
+            .ok_or("manifest.json entry has no Config")?;
+        let config = files
+            .get(config_name)
+            .ok_or_else(|| format!("{config_name} is missing"))?;
         let hex = Path::new(config_name)
             .file_name()
             .map(|f| f.to_string_lossy().trim_end_matches(".json").to_string())
             .unwrap_or_default();
         let got = sha256_digest(config);
         if got != format!("sha256:{hex}") {
-            return Err(format!("{config_name} has digest {got}, its name says sha256:{hex}"));
+            return Err(format!(
+                "{config_name} has digest {got}, its name says sha256:{hex}"
+            ));
         }
-        let config: Value = serde_json::from_slice(config).map_err(|e| format!("{config_name}: {e}"))?;
-        let diffs = diff_ids(&config).ok_or_else(|| format!("{config_name} has no rootfs.diff_ids"))?;
+        let config: Value =
+            serde_json::from_slice(config).map_err(|e| format!("{config_name}: {e}"))?;
+        let diffs =
+            diff_ids(&config).ok_or_else(|| format!("{config_name} has no rootfs.diff_ids"))?;
         let layers: Vec<&str> = entry
             .get("Layers")
             .and_then(Value::as_array)
             .map(|l| l.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         if layers.len() != diffs.len() {
-            return Err(format!("{} layers but the config lists {} diff IDs", layers.len(), diffs.len()));
+            return Err(format!(
+                "{} layers but the config lists {} diff IDs",
+                layers.len(),
+                diffs.len()
+            ));
         }
         for (layer, diff) in layers.iter().zip(&diffs) {
-            let data = files.get(*layer).ok_or_else(|| format!("{layer} is missing"))?;
+            let data = files
+                .get(*layer)
+                .ok_or_else(|| format!("{layer} is missing"))?;
             let got = sha256_digest(data);
             if &got != diff {
                 return Err(format!("{layer} has digest {got}, the config says {diff}"));
             }
         }
-        return Ok(Verified { format: Format::Docker, names, top: None });
+        return Ok(Verified {
+            format: Format::Docker,
+            names,
+            top: None,
+        });
     }
     Err("neither index.json (OCI layout) nor manifest.json (docker archive) in the archive".into())
 }
@@ -314,29 +407,69 @@ mod tests {
 
     #[test]
     fn a_tampered_layer_is_refused_with_the_digest() {
-        let err = verify(&oci(b"layer-bytes", true), "localhost:5000/pause:1", "linux", "amd64").unwrap_err();
-        assert!(err.contains("has digest") && err.contains("the index says"), "{err}");
+        let err = verify(
+            &oci(b"layer-bytes", true),
+            "localhost:5000/pause:1",
+            "linux",
+            "amd64",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("has digest") && err.contains("the index says"),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_configured_digest_must_match() {
-        let err = verify(&oci(b"x", false), "localhost:5000/pause@sha256:0000", "linux", "amd64").unwrap_err();
-        assert!(err.contains("names no image") || err.contains("configured digest"), "{err}");
+        let err = verify(
+            &oci(b"x", false),
+            "localhost:5000/pause@sha256:0000",
+            "linux",
+            "amd64",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("names no image") || err.contains("configured digest"),
+            "{err}"
+        );
     }
 
     #[test]
     fn docker_archive_layers_are_checked_against_diff_ids() {
         let layer = b"docker-layer".to_vec();
-        let config = serde_json::to_vec(&serde_json::json!({"rootfs": {"type": "layers", "diff_ids": [sha256_digest(&layer)]}})).unwrap();
-        let chex = sha256_digest(&config).trim_start_matches("sha256:").to_string();
+        let config = serde_json::to_vec(
+            &serde_json::json!({"rootfs": {"type": "layers", "diff_ids": [sha256_digest(&layer)]}}),
+        )
+        .unwrap();
+        let chex = sha256_digest(&config)
+            .trim_start_matches("sha256:")
+            .to_string();
         let manifest = serde_json::to_vec(&serde_json::json!([
             {"Config": format!("{chex}.json"), "RepoTags": ["localhost:5000/pause:1"], "Layers": ["abc/layer.tar"]}
         ]))
         .unwrap();
-        let good = parse_tar(&tar(&[("manifest.json", &manifest), (&format!("{chex}.json"), &config), ("abc/layer.tar", &layer)])).unwrap();
-        assert_eq!(verify(&good, "localhost:5000/pause:1", "linux", "amd64").unwrap().format, Format::Docker);
-        let bad = parse_tar(&tar(&[("manifest.json", &manifest), (&format!("{chex}.json"), &config), ("abc/layer.tar", b"evil")])).unwrap();
-        assert!(verify(&bad, "localhost:5000/pause:1", "linux", "amd64").unwrap_err().contains("the config says"));
+        let good = parse_tar(&tar(&[
+            ("manifest.json", &manifest),
+            (&format!("{chex}.json"), &config),
+            ("abc/layer.tar", &layer),
+        ]))
+        .unwrap();
+        assert_eq!(
+            verify(&good, "localhost:5000/pause:1", "linux", "amd64")
+                .unwrap()
+                .format,
+            Format::Docker
+        );
+        let bad = parse_tar(&tar(&[
+            ("manifest.json", &manifest),
+            (&format!("{chex}.json"), &config),
+            ("abc/layer.tar", b"evil"),
+        ]))
+        .unwrap();
+        assert!(verify(&bad, "localhost:5000/pause:1", "linux", "amd64")
+            .unwrap_err()
+            .contains("the config says"));
     }
 
     #[test]

@@ -49,7 +49,10 @@ where
     match tokio::time::timeout(timeout, fut).await {
         Ok(Ok(resp)) => Ok(resp.into_inner()),
         Ok(Err(s)) => Err(format!("{what}: {}", status_text(&s))),
-        Err(_) => Err(format!("{what}: no answer within {}", crate::config::units::format_duration(timeout))),
+        Err(_) => Err(format!(
+            "{what}: no answer within {}",
+            crate::config::units::format_duration(timeout)
+        )),
     }
 }
 
@@ -67,17 +70,18 @@ pub async fn connect(socket: &Path, timeout: Duration) -> Result<Conn, String> {
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
         }
     });
-    let channel = match tokio::time::timeout(timeout, endpoint.connect_with_connector(connector)).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => return Err(format!("{}: {}", socket.display(), error_chain(&e))),
-        Err(_) => {
-            return Err(format!(
-                "{}: connection not established within {}",
-                socket.display(),
-                crate::config::units::format_duration(timeout)
-            ))
-        }
-    };
+    let channel =
+        match tokio::time::timeout(timeout, endpoint.connect_with_connector(connector)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(format!("{}: {}", socket.display(), error_chain(&e))),
+            Err(_) => {
+                return Err(format!(
+                    "{}: connection not established within {}",
+                    socket.display(),
+                    crate::config::units::format_duration(timeout)
+                ))
+            }
+        };
     Ok(Conn {
         channel,
         socket: socket.to_path_buf(),
@@ -97,7 +101,11 @@ pub async fn connect_answering(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = async {
-            let conn = connect(socket, call_timeout.min(left.max(Duration::from_millis(100)))).await?;
+            let conn = connect(
+                socket,
+                call_timeout.min(left.max(Duration::from_millis(100))),
+            )
+            .await?;
             let version = version(&conn).await;
             match &version {
                 // Unimplemented still proves a gRPC server answers.
@@ -122,7 +130,12 @@ pub async fn connect_answering(
 pub async fn version(conn: &Conn) -> Result<(String, String), String> {
     use containerd_client::services::v1::version_client::VersionClient;
     let mut c = VersionClient::new(conn.channel.clone());
-    let r = bounded("Version", conn.timeout, c.version(request((), None, conn.timeout))).await?;
+    let r = bounded(
+        "Version",
+        conn.timeout,
+        c.version(request((), None, conn.timeout)),
+    )
+    .await?;
     Ok((r.version, r.revision))
 }
 

@@ -47,7 +47,11 @@ pub fn target(settings: &Settings, cd: &ContainerdConfig) -> Target {
         None => (cd.sandbox_image.clone(), cd.sandbox_image_key.to_string()),
     };
     Target {
-        socket: settings.containerd.socket.clone().unwrap_or_else(|| cd.address.clone()),
+        socket: settings
+            .containerd
+            .socket
+            .clone()
+            .unwrap_or_else(|| cd.address.clone()),
         root: cd.root.clone(),
         image_ref,
         image_source,
@@ -56,12 +60,25 @@ pub fn target(settings: &Settings, cd: &ContainerdConfig) -> Target {
 }
 
 /// Runs the gate on a current-thread runtime (phase 2 only; phase 1 never starts one).
-pub fn run(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mode, command: &str) -> Gate {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+pub fn run(
+    host: &Host,
+    settings: &Settings,
+    cd: &ContainerdConfig,
+    mode: Mode,
+    command: &str,
+) -> Gate {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             return Gate {
-                findings: vec![Finding::fail("runtime.answers", "cannot start the guard's I/O runtime").evidence(e.to_string())],
+                findings: vec![Finding::fail(
+                    "runtime.answers",
+                    "cannot start the guard's I/O runtime",
+                )
+                .evidence(e.to_string())],
                 end: End::Unusable,
             }
         }
@@ -102,18 +119,39 @@ fn save(store: &Option<Store>, state: &Option<State>) {
     }
 }
 
-async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mode, command: &str) -> Gate {
+async fn gate(
+    host: &Host,
+    settings: &Settings,
+    cd: &ContainerdConfig,
+    mode: Mode,
+    command: &str,
+) -> Gate {
     let t = target(settings, cd);
     let started = Instant::now();
-    let deadline = started + if mode.hold { settings.hold.timeout } else { Duration::ZERO };
-    let knobs = Knobs { require_network: settings.hold.require_network };
-    let mut rem = Remedies { findings: Vec::new() };
+    let deadline = started
+        + if mode.hold {
+            settings.hold.timeout
+        } else {
+            Duration::ZERO
+        };
+    let knobs = Knobs {
+        require_network: settings.hold.require_network,
+    };
+    let mut rem = Remedies {
+        findings: Vec::new(),
+    };
 
     // The budget lives in the state file; only a repairing run loads (and may rewrite) it.
     let store = match Store::new(host, &settings.state_dir) {
         Ok(s) => Some(s),
         Err(e) => {
-            rem.set(Finding::warn("remedy.budget", "cannot identify this boot; no restart will be tried").evidence(e));
+            rem.set(
+                Finding::warn(
+                    "remedy.budget",
+                    "cannot identify this boot; no restart will be tried",
+                )
+                .evidence(e),
+            );
             None
         }
     };
@@ -123,10 +161,13 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
             let (s, how) = store.load();
             if let Loaded::Corrupt { problem, kept } = &how {
                 rem.set(
-                    Finding::warn("remedy.budget", "the state file was corrupt: no restart budget left this boot")
-                        .evidence(problem.clone())
-                        .evidence(format!("kept as {}", kept.display()))
-                        .remedy("inspect it, then `guard reset` to allow restarts again"),
+                    Finding::warn(
+                        "remedy.budget",
+                        "the state file was corrupt: no restart budget left this boot",
+                    )
+                    .evidence(problem.clone())
+                    .evidence(format!("kept as {}", kept.display()))
+                    .remedy("inspect it, then `guard reset` to allow restarts again"),
                 );
             }
             state = Some(s);
@@ -139,15 +180,22 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                 ),
                 Ok(_) => {}
                 Err(e) => rem.set(
-                    Finding::warn("remedy.budget", "the state file is corrupt (no restart budget left this boot)")
-                        .evidence(format!("{}: {e}", store.path().display())),
+                    Finding::warn(
+                        "remedy.budget",
+                        "the state file is corrupt (no restart budget left this boot)",
+                    )
+                    .evidence(format!("{}: {e}", store.path().display())),
                 ),
             }
         }
     }
     let terminal_at_start = state.as_ref().and_then(|s| s.terminal.clone());
 
-    let wait = if mode.repair { settings.containerd.wait } else { settings.containerd.wait.min(VERIFY_WAIT) };
+    let wait = if mode.repair {
+        settings.containerd.wait
+    } else {
+        settings.containerd.wait.min(VERIFY_WAIT)
+    };
     let wanted = normalize_ref(&t.image_ref);
     let socket_on_host = host.path(&t.socket);
     let mut archives_tried = false;
@@ -163,14 +211,20 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
         // Terminal is sticky for the boot: checks are shown, nothing is done, exit 4.
         if let Some(t) = &terminal_at_start {
             rem.set(
-                Finding::fail("remedy.budget", "TERMINAL: the guard will not act again this boot")
-                    .evidence(t.reason.clone())
-                    .remedy("fix the cause, then run `guard reset` (or reboot)"),
+                Finding::fail(
+                    "remedy.budget",
+                    "TERMINAL: the guard will not act again this boot",
+                )
+                .evidence(t.reason.clone())
+                .remedy("fix the cause, then run `guard reset` (or reboot)"),
             );
             end = End::Terminal;
             break;
         }
-        let first_failure = findings.iter().find(|f| f.status == Status::Fail).map(|f| format!("{}: {}", f.id, f.summary));
+        let first_failure = findings
+            .iter()
+            .find(|f| f.status == Status::Fail)
+            .map(|f| format!("{}: {}", f.id, f.summary));
         let Some(failure) = first_failure else {
             end = End::Usable;
             break;
@@ -184,7 +238,9 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
             let now_up = state::uptime(host);
             let decision = match &state {
                 Some(s) => budget::decide(&settings.remediation, s, now_up),
-                None => Decision::Terminal { reason: "no state file: cannot count restarts".into() },
+                None => Decision::Terminal {
+                    reason: "no state file: cannot count restarts".into(),
+                },
             };
             match decision {
                 Decision::Terminal { reason: why } => {
@@ -193,19 +249,30 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                         .remedy("find out why restarts do not help (see the history in `guard status`), fix it, then `guard reset`");
                     if let Some(s) = &state {
                         for r in s.restarts.iter() {
-                            f = f.evidence(format!("restart at uptime {}s: {}", r.uptime_ms / 1000, r.outcome));
+                            f = f.evidence(format!(
+                                "restart at uptime {}s: {}",
+                                r.uptime_ms / 1000,
+                                r.outcome
+                            ));
                         }
                     }
                     tracing::error!("TERMINAL: {why}");
                     if let Some(s) = state.as_mut() {
-                        s.terminal = Some(state::Terminal { unix: state::unix_now(), reason: why });
+                        s.terminal = Some(state::Terminal {
+                            unix: state::unix_now(),
+                            reason: why,
+                        });
                     }
                     rem.set(f);
                     end = End::Terminal;
                     break;
                 }
                 Decision::Wait { left, attempt } => {
-                    let msg = format!("restart {attempt} of {} allowed in {} (backoff)", settings.remediation.restart_budget, format_duration(Duration::from_millis(left.as_millis() as u64)));
+                    let msg = format!(
+                        "restart {attempt} of {} allowed in {} (backoff)",
+                        settings.remediation.restart_budget,
+                        format_duration(Duration::from_millis(left.as_millis() as u64))
+                    );
                     if mode.hold && Instant::now() + left < deadline {
                         crate::notify::status(&format!("holding: {failure}; {msg}"));
                         crate::notify::extend_timeout(left + Duration::from_secs(30));
@@ -213,7 +280,13 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                         tokio::time::sleep(left).await;
                         continue;
                     }
-                    rem.set(Finding::fail("remedy.budget", format!("containerd needs a restart but {msg}")).remedy("wait, or run the guard again later; it will not restart sooner"));
+                    rem.set(
+                        Finding::fail(
+                            "remedy.budget",
+                            format!("containerd needs a restart but {msg}"),
+                        )
+                        .remedy("wait, or run the guard again later; it will not restart sooner"),
+                    );
                     break;
                 }
                 Decision::Allowed { attempt } => {
@@ -223,7 +296,10 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                             None => Ok(Vec::new()),
                         };
                         let blocking = match tasks {
-                            Ok(t) => t.into_iter().map(|t| format!("{}/{} (pid {})", t.namespace, t.id, t.pid)).collect::<Vec<_>>(),
+                            Ok(t) => t
+                                .into_iter()
+                                .map(|t| format!("{}/{} (pid {})", t.namespace, t.id, t.pid))
+                                .collect::<Vec<_>>(),
                             Err(e) => vec![format!("cannot list tasks: {e}")],
                         };
                         if !blocking.is_empty() && !mode.force {
@@ -232,7 +308,13 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                             for b in &blocking {
                                 f = f.evidence(b.clone());
                             }
-                            record(&mut state, host, "containerd", "refused-restart", &format!("running tasks: {}", blocking.join(", ")));
+                            record(
+                                &mut state,
+                                host,
+                                "containerd",
+                                "refused-restart",
+                                &format!("running tasks: {}", blocking.join(", ")),
+                            );
                             rem.set(f);
                             break;
                         }
@@ -241,13 +323,25 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                         RestartReason::Stale => "stale",
                         RestartReason::NotAnswering => "not answering",
                     };
-                    crate::notify::status(&format!("restarting containerd ({why}), attempt {attempt} of {}", settings.remediation.restart_budget));
-                    crate::notify::extend_timeout(RESTART_COMMAND_TIMEOUT + settings.containerd.wait);
+                    crate::notify::status(&format!(
+                        "restarting containerd ({why}), attempt {attempt} of {}",
+                        settings.remediation.restart_budget
+                    ));
+                    crate::notify::extend_timeout(
+                        RESTART_COMMAND_TIMEOUT + settings.containerd.wait,
+                    );
                     let old_pid = crate::runtime::client::peer_pid(&socket_on_host).ok();
                     // Counted before it runs: a crash mid-restart must not refund the budget.
-                    record(&mut state, host, "containerd", "restart", &format!("{why}: running `{}`", settings.containerd.restart.join(" ")));
+                    record(
+                        &mut state,
+                        host,
+                        "containerd",
+                        "restart",
+                        &format!("{why}: running `{}`", settings.containerd.restart.join(" ")),
+                    );
                     save(&store, &state);
-                    let outcome = act::run_argv(&settings.containerd.restart, RESTART_COMMAND_TIMEOUT).await;
+                    let outcome =
+                        act::run_argv(&settings.containerd.restart, RESTART_COMMAND_TIMEOUT).await;
                     let text = match &outcome {
                         Ok(t) | Err(t) => t.clone(),
                     };
@@ -261,10 +355,25 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                     }
                     save(&store, &state);
                     let f = match outcome {
-                        Ok(_) => Finding::pass("remedy.restart", format!("restarted containerd ({why}), restart {attempt} of {} this boot", settings.remediation.restart_budget)),
-                        Err(_) => Finding::warn("remedy.restart", format!("the restart command failed (restart {attempt} of {} this boot)", settings.remediation.restart_budget)),
+                        Ok(_) => Finding::pass(
+                            "remedy.restart",
+                            format!(
+                                "restarted containerd ({why}), restart {attempt} of {} this boot",
+                                settings.remediation.restart_budget
+                            ),
+                        ),
+                        Err(_) => Finding::warn(
+                            "remedy.restart",
+                            format!(
+                                "the restart command failed (restart {attempt} of {} this boot)",
+                                settings.remediation.restart_budget
+                            ),
+                        ),
                     };
-                    rem.set(f.evidence(text).evidence(format!("containerd pid before: {}", old_pid.map(|p| p.to_string()).unwrap_or("none".into()))));
+                    rem.set(f.evidence(text).evidence(format!(
+                        "containerd pid before: {}",
+                        old_pid.map(|p| p.to_string()).unwrap_or("none".into())
+                    )));
                     acted = true;
                 }
             }
@@ -281,7 +390,16 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                         continue;
                     }
                     crate::notify::status(&format!("importing {} from {}", wanted, a.display()));
-                    match act::import_archive(&conn, &socket_on_host, &on_host, &wanted, &t.snapshotter, settings.sandbox.pull_timeout).await {
+                    match act::import_archive(
+                        &conn,
+                        &socket_on_host,
+                        &on_host,
+                        &wanted,
+                        &t.snapshotter,
+                        settings.sandbox.pull_timeout,
+                    )
+                    .await
+                    {
                         Import::Imported(text) => {
                             record(&mut state, host, &a.display().to_string(), "import", &text);
                             tried.push(text);
@@ -289,22 +407,40 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                             break;
                         }
                         Import::Refused(why) => {
-                            record(&mut state, host, &a.display().to_string(), "refused-archive", &why);
+                            record(
+                                &mut state,
+                                host,
+                                &a.display().to_string(),
+                                "refused-archive",
+                                &why,
+                            );
                             tried.push(format!("REFUSED (digest verification failed): {why}"));
                         }
                         Import::Failed(why) => {
-                            record(&mut state, host, &a.display().to_string(), "import", &format!("failed: {why}"));
+                            record(
+                                &mut state,
+                                host,
+                                &a.display().to_string(),
+                                "import",
+                                &format!("failed: {why}"),
+                            );
                             tried.push(format!("import failed: {why}"));
                         }
                     }
                 }
                 let mut f = if restored {
-                    Finding::pass("remedy.restore-image", format!("restored {wanted} from an archive"))
+                    Finding::pass(
+                        "remedy.restore-image",
+                        format!("restored {wanted} from an archive"),
+                    )
                 } else if settings.sandbox.archives.is_empty() {
                     Finding::skip("remedy.restore-image", "no [sandbox] archives configured")
                 } else {
-                    Finding::warn("remedy.restore-image", format!("no archive restored {wanted}"))
-                        .remedy("replace the archive with a good copy of the sandbox image")
+                    Finding::warn(
+                        "remedy.restore-image",
+                        format!("no archive restored {wanted}"),
+                    )
+                    .remedy("replace the archive with a good copy of the sandbox image")
                 };
                 for line in tried {
                     f = f.evidence(line);
@@ -317,8 +453,13 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                 let mut errors = Vec::new();
                 let mut pause = Duration::from_secs(1);
                 for attempt in 1..=settings.sandbox.pull_attempts {
-                    crate::notify::status(&format!("pulling {} through CRI, attempt {attempt} of {}", t.image_ref, settings.sandbox.pull_attempts));
-                    crate::notify::extend_timeout(settings.sandbox.pull_timeout + Duration::from_secs(30));
+                    crate::notify::status(&format!(
+                        "pulling {} through CRI, attempt {attempt} of {}",
+                        t.image_ref, settings.sandbox.pull_attempts
+                    ));
+                    crate::notify::extend_timeout(
+                        settings.sandbox.pull_timeout + Duration::from_secs(30),
+                    );
                     match act::pull(&conn, &t.image_ref, settings.sandbox.pull_timeout).await {
                         Ok(text) => {
                             record(&mut state, host, &t.image_ref, "pull", &text);
@@ -327,7 +468,13 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
                             break;
                         }
                         Err(e) => {
-                            record(&mut state, host, &t.image_ref, "pull", &format!("attempt {attempt}: {e}"));
+                            record(
+                                &mut state,
+                                host,
+                                &t.image_ref,
+                                "pull",
+                                &format!("attempt {attempt}: {e}"),
+                            );
                             errors.push(format!("attempt {attempt}: {e}"));
                         }
                     }
@@ -358,11 +505,23 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
         let left = deadline.saturating_duration_since(Instant::now());
         if !mode.hold || left.is_zero() {
             if mode.hold {
-                rem.set(Finding::fail("runtime.hold", format!("the node did not become usable within {}", format_duration(settings.hold.timeout))).evidence(failure));
+                rem.set(
+                    Finding::fail(
+                        "runtime.hold",
+                        format!(
+                            "the node did not become usable within {}",
+                            format_duration(settings.hold.timeout)
+                        ),
+                    )
+                    .evidence(failure),
+                );
             }
             break;
         }
-        crate::notify::status(&format!("holding kubelet: {failure} ({}s left)", left.as_secs()));
+        crate::notify::status(&format!(
+            "holding kubelet: {failure} ({}s left)",
+            left.as_secs()
+        ));
         crate::notify::extend_timeout(poll.min(left) + Duration::from_secs(30));
         tokio::time::sleep(poll.min(left)).await;
         poll = (poll * 2).min(Duration::from_secs(5));
@@ -371,7 +530,9 @@ async fn gate(host: &Host, settings: &Settings, cd: &ContainerdConfig, mode: Mod
     if mode.repair {
         let summary = match end {
             End::Usable => "usable".to_string(),
-            End::Terminal => "TERMINAL: restart budget spent; `guard reset` after fixing".to_string(),
+            End::Terminal => {
+                "TERMINAL: restart budget spent; `guard reset` after fixing".to_string()
+            }
             End::Unusable => findings
                 .iter()
                 .find(|f| f.status == Status::Fail)

@@ -45,11 +45,15 @@ pub fn pick_manifest(index: &Value, os: &str, arch: &str) -> Option<Desc> {
     let exact = manifests.iter().find(|m| {
         let p = m.get("platform");
         p.and_then(|p| p.get("os")).and_then(Value::as_str) == Some(os)
-            && p.and_then(|p| p.get("architecture")).and_then(Value::as_str) == Some(arch)
+            && p.and_then(|p| p.get("architecture"))
+                .and_then(Value::as_str)
+                == Some(arch)
     });
     match exact {
         Some(m) => desc(m),
-        None if manifests.len() == 1 && manifests[0].get("platform").is_none() => desc(&manifests[0]),
+        None if manifests.len() == 1 && manifests[0].get("platform").is_none() => {
+            desc(&manifests[0])
+        }
         None => None,
     }
 }
@@ -138,12 +142,21 @@ async fn blob_present(conn: &Conn, d: &Desc) -> Result<(), String> {
     let info = bounded(
         "Info",
         conn.timeout,
-        c.info(request(InfoRequest { digest: d.digest.clone() }, Some(K8S_NS), conn.timeout)),
+        c.info(request(
+            InfoRequest {
+                digest: d.digest.clone(),
+            },
+            Some(K8S_NS),
+            conn.timeout,
+        )),
     )
     .await?;
     if let Some(i) = info.info {
         if d.size > 0 && i.size != d.size {
-            return Err(format!("{}: size {} but the manifest says {}", d.digest, i.size, d.size));
+            return Err(format!(
+                "{}: size {} but the manifest says {}",
+                d.digest, i.size, d.size
+            ));
         }
     }
     let req = ReadContentRequest {
@@ -174,7 +187,13 @@ pub async fn check(conn: &Conn, name: &str, snapshotter: &str, os: &str, arch: &
     let got = bounded(
         "Images.Get",
         conn.timeout,
-        images.get(request(GetImageRequest { name: name.to_string() }, Some(K8S_NS), conn.timeout)),
+        images.get(request(
+            GetImageRequest {
+                name: name.to_string(),
+            },
+            Some(K8S_NS),
+            conn.timeout,
+        )),
     )
     .await;
     let target = match got {
@@ -208,7 +227,10 @@ pub async fn check(conn: &Conn, name: &str, snapshotter: &str, os: &str, arch: &
         match pick_manifest(&v, os, arch) {
             Some(m) => m,
             None => {
-                note("manifest", format!("index {} has no {os}/{arch} manifest", target.digest));
+                note(
+                    "manifest",
+                    format!("index {} has no {os}/{arch} manifest", target.digest),
+                );
                 return ImageState::Incomplete { missing };
             }
         }
@@ -249,7 +271,10 @@ pub async fn check(conn: &Conn, name: &str, snapshotter: &str, os: &str, arch: &
         _ => return ImageState::Unknown(format!("config {} does not parse", config_desc.digest)),
     };
     let Some(chain) = diff_ids(&config).as_deref().and_then(chain_id) else {
-        return ImageState::Unknown(format!("config {} has no rootfs.diff_ids", config_desc.digest));
+        return ImageState::Unknown(format!(
+            "config {} has no rootfs.diff_ids",
+            config_desc.digest
+        ));
     };
     let mut snaps = SnapshotsClient::new(conn.channel.clone());
     let stat = bounded(
@@ -299,11 +324,17 @@ mod tests {
                  "platform": {"os": "linux", "architecture": "amd64"}}
             ]
         });
-        assert_eq!(pick_manifest(&index, "linux", "amd64").unwrap().digest, "sha256:amd");
+        assert_eq!(
+            pick_manifest(&index, "linux", "amd64").unwrap().digest,
+            "sha256:amd"
+        );
         assert_eq!(pick_manifest(&index, "linux", "s390x"), None);
         let single: Value = serde_json::json!({
             "manifests": [{"mediaType": MT_OCI_MANIFEST, "digest": "sha256:only", "size": 3}]
         });
-        assert_eq!(pick_manifest(&single, "linux", "amd64").unwrap().digest, "sha256:only");
+        assert_eq!(
+            pick_manifest(&single, "linux", "amd64").unwrap().digest,
+            "sha256:only"
+        );
     }
 }

@@ -4,7 +4,9 @@
 use super::client::{self, bounded, request, Conn, K8S_NS};
 use super::image;
 use crate::host::Host;
-use crate::policy::runtime::{normalize_ref, oci_arch, Answering, Condition, ImageFacts, PluginFact, RuntimeFacts};
+use crate::policy::runtime::{
+    normalize_ref, oci_arch, Answering, Condition, ImageFacts, PluginFact, RuntimeFacts,
+};
 use crate::policy::stale::{is_metadata_db, FileId, OpenDb, StaleFacts};
 use crate::probe::mountinfo::MountTable;
 use std::os::unix::fs::MetadataExt;
@@ -92,7 +94,11 @@ async fn plugins(conn: &Conn) -> Result<Vec<PluginFact>, String> {
     let r = bounded(
         "Introspection.Plugins",
         conn.timeout,
-        c.plugins(request(PluginsRequest { filters: vec![] }, None, conn.timeout)),
+        c.plugins(request(
+            PluginsRequest { filters: vec![] },
+            None,
+            conn.timeout,
+        )),
     )
     .await?;
     Ok(r.plugins
@@ -112,14 +118,29 @@ async fn cri(conn: &Conn) -> (Result<String, String>, Result<Vec<Condition>, Str
     let version = bounded(
         "CRI Version",
         conn.timeout,
-        c.version(request(VersionRequest { version: "v1".into() }, Some(K8S_NS), conn.timeout)),
+        c.version(request(
+            VersionRequest {
+                version: "v1".into(),
+            },
+            Some(K8S_NS),
+            conn.timeout,
+        )),
     )
     .await
-    .map(|v| format!("{} {} (API {})", v.runtime_name, v.runtime_version, v.runtime_api_version));
+    .map(|v| {
+        format!(
+            "{} {} (API {})",
+            v.runtime_name, v.runtime_version, v.runtime_api_version
+        )
+    });
     let status = bounded(
         "CRI Status",
         conn.timeout,
-        c.status(request(StatusRequest { verbose: false }, Some(K8S_NS), conn.timeout)),
+        c.status(request(
+            StatusRequest { verbose: false },
+            Some(K8S_NS),
+            conn.timeout,
+        )),
     )
     .await
     .map(|s| {
@@ -162,7 +183,10 @@ pub fn stale_facts(host: &Host, socket: &Path, root: &Path) -> StaleFacts {
 
 fn file_id(p: &Path) -> Result<FileId, String> {
     std::fs::metadata(p)
-        .map(|m| FileId { dev: m.dev(), ino: m.ino() })
+        .map(|m| FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => format!("missing ({e})"),
             _ => e.to_string(),
@@ -174,8 +198,12 @@ fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
     let entries = std::fs::read_dir(&fd_dir).map_err(|e| format!("{}: {e}", fd_dir.display()))?;
     let mut out = Vec::new();
     for entry in entries.flatten() {
-        let Ok(fd) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(link) = std::fs::read_link(entry.path()) else { continue };
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(link) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
         let link = link.to_string_lossy().into_owned();
         let clean = link.trim_end_matches(" (deleted)");
         // The last two components name the database, wherever the fd's filesystem now is.
@@ -229,7 +257,13 @@ pub async fn running_tasks(conn: &Conn) -> Result<Vec<LiveTask>, String> {
     let names = bounded(
         "Namespaces.List",
         conn.timeout,
-        ns.list(request(ListNamespacesRequest { filter: String::new() }, None, conn.timeout)),
+        ns.list(request(
+            ListNamespacesRequest {
+                filter: String::new(),
+            },
+            None,
+            conn.timeout,
+        )),
     )
     .await?;
     let mut tasks = TasksClient::new(conn.channel.clone());
@@ -238,7 +272,13 @@ pub async fn running_tasks(conn: &Conn) -> Result<Vec<LiveTask>, String> {
         let list = bounded(
             "Tasks.List",
             conn.timeout,
-            tasks.list(request(ListTasksRequest { filter: String::new() }, Some(&n.name), conn.timeout)),
+            tasks.list(request(
+                ListTasksRequest {
+                    filter: String::new(),
+                },
+                Some(&n.name),
+                conn.timeout,
+            )),
         )
         .await?;
         for t in list.tasks {

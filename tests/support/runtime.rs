@@ -49,7 +49,10 @@ pub fn tar(entries: &[(&str, u32, &[u8])]) -> Vec<u8> {
 pub fn pause_binary() -> &'static [u8] {
     static BIN: OnceLock<Vec<u8>> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = tempfile::Builder::new().prefix("cg-pause.").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("cg-pause.")
+            .tempdir()
+            .expect("tempdir");
         let src = dir.path().join("pause.c");
         std::fs::write(
             &src,
@@ -61,7 +64,14 @@ pub fn pause_binary() -> &'static [u8] {
         let out = dir.path().join("pause");
         run(
             "gcc",
-            &["-static", "-Os", "-s", "-o", out.to_str().unwrap(), src.to_str().unwrap()],
+            &[
+                "-static",
+                "-Os",
+                "-s",
+                "-o",
+                out.to_str().unwrap(),
+                src.to_str().unwrap(),
+            ],
         );
         std::fs::read(out).unwrap()
     })
@@ -150,8 +160,12 @@ impl PauseImage {
 
     /// A `docker save` style archive (manifest.json, `<config>.json`, `<id>/layer.tar`).
     pub fn write_docker(&self, path: &Path) -> PathBuf {
-        let chex = sha256(&self.config).trim_start_matches("sha256:").to_string();
-        let lhex = sha256(&self.layer).trim_start_matches("sha256:").to_string();
+        let chex = sha256(&self.config)
+            .trim_start_matches("sha256:")
+            .to_string();
+        let lhex = sha256(&self.layer)
+            .trim_start_matches("sha256:")
+            .to_string();
         let manifest = serde_json::to_vec(&serde_json::json!([{
             "Config": format!("{chex}.json"),
             "RepoTags": [self.name],
@@ -176,7 +190,11 @@ pub struct Registry {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A 127.0.0.1 port where nothing listens (a registry that is down).
@@ -185,7 +203,13 @@ pub fn dead_port() -> u16 {
 }
 
 /// One HTTP/1.1 request; returns (status, headers, body).
-pub fn http(port: u16, method: &str, path: &str, ctype: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
+pub fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    ctype: &str,
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect registry");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let head = format!(
@@ -197,10 +221,21 @@ pub fn http(port: u16, method: &str, path: &str, ctype: &str, body: &[u8]) -> (u
     s.write_all(body).unwrap();
     let mut resp = Vec::new();
     let _ = s.read_to_end(&mut resp);
-    let split = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(resp.len());
+    let split = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(resp.len());
     let headers = String::from_utf8_lossy(&resp[..split]).into_owned();
-    let status = headers.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, headers, resp.get(split + 4..).unwrap_or_default().to_vec())
+    let status = headers
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (
+        status,
+        headers,
+        resp.get(split + 4..).unwrap_or_default().to_vec(),
+    )
 }
 
 impl Registry {
@@ -209,7 +244,10 @@ impl Registry {
             "this test needs `docker-registry` (apt-get install docker-registry); \
              `sudo scripts/test` installs it",
         );
-        let dir = tempfile::Builder::new().prefix("cg-registry.").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("cg-registry.")
+            .tempdir()
+            .unwrap();
         let port = free_port();
         let cfg = dir.path().join("config.yml");
         std::fs::write(
@@ -230,23 +268,39 @@ impl Registry {
             .stderr(log)
             .spawn()
             .expect("spawn docker-registry");
-        let r = Registry { child, port, _dir: dir };
-        poll_until("docker-registry to answer /v2/", Duration::from_secs(20), || {
-            TcpStream::connect(("127.0.0.1", port)).ok()?;
-            (http(port, "GET", "/v2/", "text/plain", b"").0 == 200).then_some(())
-        });
+        let r = Registry {
+            child,
+            port,
+            _dir: dir,
+        };
+        poll_until(
+            "docker-registry to answer /v2/",
+            Duration::from_secs(20),
+            || {
+                TcpStream::connect(("127.0.0.1", port)).ok()?;
+                (http(port, "GET", "/v2/", "text/plain", b"").0 == 200).then_some(())
+            },
+        );
         r
     }
 
     /// Pushes `img` as `<repo>:<tag>` through the registry's HTTP API.
     pub fn push(&self, img: &PauseImage, repo: &str, tag: &str) {
         for blob in [&img.config, &img.layer] {
-            let (status, headers, _) =
-                http(self.port, "POST", &format!("/v2/{repo}/blobs/uploads/"), "text/plain", b"");
+            let (status, headers, _) = http(
+                self.port,
+                "POST",
+                &format!("/v2/{repo}/blobs/uploads/"),
+                "text/plain",
+                b"",
+            );
             assert_eq!(status, 202, "upload start: {headers}");
             let location = headers
                 .lines()
-                .find_map(|l| l.strip_prefix("Location: ").or_else(|| l.strip_prefix("location: ")))
+                .find_map(|l| {
+                    l.strip_prefix("Location: ")
+                        .or_else(|| l.strip_prefix("location: "))
+                })
                 .expect("Location header")
                 .trim()
                 .to_string();
@@ -271,7 +325,12 @@ impl Registry {
             MT_MANIFEST,
             &img.manifest,
         );
-        assert_eq!(status, 201, "manifest: {headers} {}", String::from_utf8_lossy(&body));
+        assert_eq!(
+            status,
+            201,
+            "manifest: {headers} {}",
+            String::from_utf8_lossy(&body)
+        );
     }
 }
 
@@ -297,7 +356,12 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"),
+        Ok(s) => {
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                != Some("Z")
+        }
         Err(_) => false,
     }
 }
@@ -387,9 +451,18 @@ impl Restartable {
     pub fn wait_answering(&self) {
         poll_until("containerd to answer on its socket", ANSWER_TIMEOUT, || {
             let pid = self.pid();
-            assert!(pid == 0 || alive(pid), "containerd exited:\n{}", self.log_tail());
+            assert!(
+                pid == 0 || alive(pid),
+                "containerd exited:\n{}",
+                self.log_tail()
+            );
             block_on(async {
-                let conn = containerd_guard::runtime::client::connect(&self.socket, Duration::from_secs(2)).await.ok()?;
+                let conn = containerd_guard::runtime::client::connect(
+                    &self.socket,
+                    Duration::from_secs(2),
+                )
+                .await
+                .ok()?;
                 containerd_guard::runtime::client::version(&conn).await.ok()
             })
         });
@@ -421,7 +494,15 @@ impl Restartable {
     pub fn ctr_import(&self, archive: &Path) {
         run(
             "ctr",
-            &["--address", self.socket.to_str().unwrap(), "-n", "k8s.io", "images", "import", archive.to_str().unwrap()],
+            &[
+                "--address",
+                self.socket.to_str().unwrap(),
+                "-n",
+                "k8s.io",
+                "images",
+                "import",
+                archive.to_str().unwrap(),
+            ],
         );
     }
 }
@@ -445,9 +526,9 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// configured sandbox image, then StopPodSandbox and RemovePodSandbox so nothing is left.
 /// Returns the sandbox ID or the CRI error text.
 pub fn run_pod_sandbox(socket: &Path) -> Result<String, String> {
+    use containerd_guard::runtime::client::{connect, request, status_text};
     use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
     use k8s_cri::v1::*;
-    use containerd_guard::runtime::client::{connect, request, status_text};
     block_on(async {
         let conn = connect(socket, Duration::from_secs(5)).await?;
         let mut c = RuntimeServiceClient::new(conn.channel.clone());
@@ -476,13 +557,36 @@ pub fn run_pod_sandbox(socket: &Path) -> Result<String, String> {
         };
         let t = Duration::from_secs(60);
         let id = c
-            .run_pod_sandbox(request(RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() }, None, t))
+            .run_pod_sandbox(request(
+                RunPodSandboxRequest {
+                    config: Some(config),
+                    runtime_handler: String::new(),
+                },
+                None,
+                t,
+            ))
             .await
             .map_err(|s| status_text(&s))?
             .into_inner()
             .pod_sandbox_id;
-        let _ = c.stop_pod_sandbox(request(StopPodSandboxRequest { pod_sandbox_id: id.clone() }, None, t)).await;
-        let _ = c.remove_pod_sandbox(request(RemovePodSandboxRequest { pod_sandbox_id: id.clone() }, None, t)).await;
+        let _ = c
+            .stop_pod_sandbox(request(
+                StopPodSandboxRequest {
+                    pod_sandbox_id: id.clone(),
+                },
+                None,
+                t,
+            ))
+            .await;
+        let _ = c
+            .remove_pod_sandbox(request(
+                RemovePodSandboxRequest {
+                    pod_sandbox_id: id.clone(),
+                },
+                None,
+                t,
+            ))
+            .await;
         Ok(id)
     })
 }
