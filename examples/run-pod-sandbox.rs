@@ -57,10 +57,22 @@ fn main() {
             .into_inner()
             .pod_sandbox_id;
         let _ = c
-            .stop_pod_sandbox(request(StopPodSandboxRequest { pod_sandbox_id: id.clone() }, None, t))
+            .stop_pod_sandbox(request(
+                StopPodSandboxRequest {
+                    pod_sandbox_id: id.clone(),
+                },
+                None,
+                t,
+            ))
             .await;
         let _ = c
-            .remove_pod_sandbox(request(RemovePodSandboxRequest { pod_sandbox_id: id.clone() }, None, t))
+            .remove_pod_sandbox(request(
+                RemovePodSandboxRequest {
+                    pod_sandbox_id: id.clone(),
+                },
+                None,
+                t,
+            ))
             .await;
         Ok(id)
     });

@@ -332,9 +332,42 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
             missing.display()
         ),
     );
+    // Under systemd: STATUS= each step and EXTEND_TIMEOUT_USEC= while holding.
+    let notify_path = n.t.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    // Read while the guard runs, as systemd does: a full datagram queue blocks the sender.
+    notify
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut messages = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match notify.recv(&mut buf) {
+                    Ok(len) => messages.push(String::from_utf8_lossy(&buf[..len]).into_owned()),
+                    Err(_) if done.load(std::sync::atomic::Ordering::SeqCst) => return messages,
+                    Err(_) => {}
+                }
+            }
+        })
+    };
     let started = Instant::now();
-    let out = runtime(&cfg);
+    let out = Guard::with_config(&cfg)
+        .env("NOTIFY_SOCKET", notify_path.to_str().unwrap())
+        .run(&["--json", "runtime"]);
     let took = started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let messages = reader.join().unwrap();
+    let all = messages.join("\n");
+    assert!(
+        all.contains("STATUS=holding kubelet: runtime.sandbox-image"),
+        "{all}"
+    );
+    assert!(all.contains("STATUS=pulling"), "{all}");
+    assert!(all.contains("EXTEND_TIMEOUT_USEC="), "{all}");
     out.expect(1, "runtime.sandbox-image", "fail")
         .mentions("runtime.sandbox-image", &[&image]);
     out.mentions(
@@ -502,6 +535,66 @@ fn s10_corrupt_state_file_means_no_budget_until_reset() {
     assert!(status.stdout.contains("corrupt"), "{}", status.dump());
     assert_eq!(Guard::with_config(&cfg).run(&["reset"]).code, 0);
     runtime(&cfg).expect(0, "remedy.restart", "pass");
+    assert_eq!(n.ctrd.restarts(), 1);
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
+    require_root(TOOLS);
+    let t = TempRoot::new();
+    let image = format!("127.0.0.1:{}/guard/pause:s11", dead_port());
+    t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+    std::fs::create_dir_all(t.volume_path()).unwrap();
+    // A live node, not a boot: containerd on the root filesystem's directory runs a pod...
+    let ctrd = Restartable::start(&t);
+    let img = PauseImage::new(&image);
+    let archive = img.write_oci(&t.path().join("pause.oci.tar"), false);
+    ctrd.ctr_import(&archive);
+    let pod = start_pod_sandbox(&t.socket()).expect("a running pod sandbox");
+    // ...when a volume is mounted over its root.
+    let vol = LoopVolume::new(
+        &t.images(),
+        FsKind::Ext4,
+        &unique("cg", 8),
+        &t.volume_path(),
+    );
+    let n = Node { ctrd, vol, img, t };
+    let cfg = n.config(
+        &n.ctrd.restart_program(),
+        &format!(
+            "[sandbox]\narchives = [\"{}\"]\npull = false\n",
+            archive.display()
+        ),
+    );
+    let pid = n.ctrd.pid();
+    let out = runtime(&cfg);
+    out.expect(1, "runtime.stale", "fail");
+    out.mentions("remedy.restart", &["refused", &pod, "--force"]);
+    assert_eq!(out.status("remedy.restart"), "fail");
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "a restart would orphan the running pod"
+    );
+    assert_eq!(n.ctrd.pid(), pid);
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert!(
+        status.stdout.contains("refused-restart"),
+        "{}",
+        status.dump()
+    );
+    // The operator drains the pod; then the repair goes ahead (no --force needed).
+    remove_pod_sandbox(&n.t.socket(), &pod).expect("remove the pod through the stale containerd");
+    let out = Guard::with_config(&cfg).run(&["--json", "verify", "--repair"]);
+    assert_eq!(out.status("remedy.restart"), "pass", "{}", out.dump());
+    assert_eq!(out.status("remedy.restore-image"), "pass", "{}", out.dump());
+    assert_eq!(
+        out.status("runtime.sandbox-image"),
+        "pass",
+        "{}",
+        out.dump()
+    );
     assert_eq!(n.ctrd.restarts(), 1);
     n.kubelet_can_start_a_pod();
 }

@@ -526,16 +526,22 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// configured sandbox image, then StopPodSandbox and RemovePodSandbox so nothing is left.
 /// Returns the sandbox ID or the CRI error text.
 pub fn run_pod_sandbox(socket: &Path) -> Result<String, String> {
+    let id = start_pod_sandbox(socket)?;
+    remove_pod_sandbox(socket, &id)?;
+    Ok(id)
+}
+
+/// RunPodSandbox only: the sandbox (a running task) stays until [`remove_pod_sandbox`].
+pub fn start_pod_sandbox(socket: &Path) -> Result<String, String> {
     use containerd_guard::runtime::client::{connect, request, status_text};
     use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
     use k8s_cri::v1::*;
     block_on(async {
         let conn = connect(socket, Duration::from_secs(5)).await?;
         let mut c = RuntimeServiceClient::new(conn.channel.clone());
-        let name = super::unique("guard-test-", 8);
         let config = PodSandboxConfig {
             metadata: Some(PodSandboxMetadata {
-                name: name.clone(),
+                name: super::unique("guard-test-", 8),
                 uid: super::random_uuid(),
                 namespace: "guard-test".into(),
                 attempt: 0,
@@ -556,38 +562,45 @@ pub fn run_pod_sandbox(socket: &Path) -> Result<String, String> {
             ..Default::default()
         };
         let t = Duration::from_secs(60);
-        let id = c
-            .run_pod_sandbox(request(
-                RunPodSandboxRequest {
-                    config: Some(config),
-                    runtime_handler: String::new(),
-                },
-                None,
-                t,
-            ))
+        let req = RunPodSandboxRequest {
+            config: Some(config),
+            runtime_handler: String::new(),
+        };
+        Ok(c.run_pod_sandbox(request(req, None, t))
             .await
             .map_err(|s| status_text(&s))?
             .into_inner()
-            .pod_sandbox_id;
-        let _ = c
-            .stop_pod_sandbox(request(
-                StopPodSandboxRequest {
-                    pod_sandbox_id: id.clone(),
-                },
-                None,
-                t,
-            ))
-            .await;
-        let _ = c
-            .remove_pod_sandbox(request(
-                RemovePodSandboxRequest {
-                    pod_sandbox_id: id.clone(),
-                },
-                None,
-                t,
-            ))
-            .await;
-        Ok(id)
+            .pod_sandbox_id)
+    })
+}
+
+/// StopPodSandbox and RemovePodSandbox.
+pub fn remove_pod_sandbox(socket: &Path, id: &str) -> Result<(), String> {
+    use containerd_guard::runtime::client::{connect, request, status_text};
+    use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+    use k8s_cri::v1::*;
+    block_on(async {
+        let conn = connect(socket, Duration::from_secs(5)).await?;
+        let mut c = RuntimeServiceClient::new(conn.channel.clone());
+        let t = Duration::from_secs(60);
+        let id = id.to_string();
+        c.stop_pod_sandbox(request(
+            StopPodSandboxRequest {
+                pod_sandbox_id: id.clone(),
+            },
+            None,
+            t,
+        ))
+        .await
+        .map_err(|s| status_text(&s))?;
+        c.remove_pod_sandbox(request(
+            RemovePodSandboxRequest { pod_sandbox_id: id },
+            None,
+            t,
+        ))
+        .await
+        .map_err(|s| status_text(&s))?;
+        Ok(())
     })
 }
 
