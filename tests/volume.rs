@@ -560,8 +560,22 @@ fn containerd_already_running_fails_volume_but_not_verify() {
     );
     // verify on a running node: a live containerd is normal.
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
-    v.expect(0, "volume.containerd-not-started", "skip");
-    assert_eq!(v.verdict(), "usable", "{}", v.dump());
+    // (verify also runs phase 2, which fails here for want of a sandbox image: judge only
+    // the phase-1 findings.)
+    assert_eq!(
+        v.status("volume.containerd-not-started"),
+        "skip",
+        "{}",
+        v.dump()
+    );
+    let phase1_failures: Vec<_> = v.json.as_ref().unwrap()["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"].as_str().unwrap_or("").starts_with("volume.") && f["status"] == "fail")
+        .collect();
+    assert!(phase1_failures.is_empty(), "{}", v.dump());
+    assert_eq!(v.status("runtime.stale"), "pass", "{}", v.dump());
     drop(c);
     check(&cfg, 0, "volume.containerd-not-started", "pass", &[]);
 }
