@@ -10,8 +10,9 @@
 #   docker-registry        - a local registry for the phase-2 image tests
 #   protobuf-compiler      - protoc for the phase-2 gRPC code generation
 #   time                   - /usr/bin/time for peak RSS in scripts/bench-volume
+#   gcc libc6-dev          - a static pause binary for the locally built sandbox image
 TEST_PACKAGES=(containerd runc e2fsprogs xfsprogs btrfs-progs fdisk util-linux
-    docker-registry protobuf-compiler time)
+    docker-registry protobuf-compiler time gcc libc6-dev)
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
