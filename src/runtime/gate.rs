@@ -205,7 +205,14 @@ async fn gate(
     let mut findings;
     loop {
         crate::notify::status("checking containerd");
-        let (facts, conn) = probe::gather(host, &t, wait).await;
+        // Waiting for containerd to answer never outlasts the hold (but gets at least 1 s).
+        let this_wait = if mode.hold {
+            wait.min(deadline.saturating_duration_since(Instant::now()))
+                .max(Duration::from_secs(1))
+        } else {
+            wait
+        };
+        let (facts, conn) = probe::gather(host, &t, this_wait).await;
         let (f, plan) = evaluate(&knobs, &facts);
         findings = f;
         // Terminal is sticky for the boot: checks are shown, nothing is done, exit 4.
