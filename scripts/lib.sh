@@ -54,7 +54,7 @@ ensure_cargo() {
         done
     fi
     command -v cargo >/dev/null ||
-        die "no cargo found: install Rust >= 1.80 with rustup (https://rustup.rs); Debian 12's cargo is too old"
+        die "no cargo found: install Rust >= 1.88 with rustup (https://rustup.rs); Debian 12's cargo is too old"
 }
 
 # rustfmt and clippy must be there; `rustup component add` is tried once if not.
