@@ -146,7 +146,7 @@ impl Store {
         let _ = std::fs::rename(self.path(), &kept);
         let mut s = State::fresh(&self.boot_id);
         s.void = Some(format!(
-            "the state file was corrupt ({problem}); kept as {}",
+            "the state file cannot be trusted ({problem}); kept as {}",
             kept.display()
         ));
         (s, Loaded::Corrupt { problem, kept })

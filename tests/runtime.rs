@@ -598,3 +598,47 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
     assert_eq!(n.ctrd.restarts(), 1);
     n.kubelet_can_start_a_pod();
 }
+
+#[test]
+fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
+    require_root(TOOLS);
+    let t = TempRoot::new();
+    let image = format!("127.0.0.1:{}/guard/pause:s12", dead_port());
+    t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+    // containerd's root is a symlink to where the volume is mounted.
+    let real = t.path().join("data/containerd");
+    let vol = LoopVolume::new(&t.images(), FsKind::Ext4, &unique("cg", 8), &real);
+    std::os::unix::fs::symlink(&real, t.volume_path()).unwrap();
+    let ctrd = Restartable::start(&t);
+    let n = Node {
+        ctrd,
+        vol,
+        img: PauseImage::new(&image),
+        t,
+    };
+    n.import_image();
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let out = runtime(&cfg);
+    out.expect(0, "runtime.stale", "pass")
+        .mentions("runtime.stale", &["data/containerd"]);
+    assert_eq!(n.ctrd.restarts(), 0, "never restart a healthy containerd");
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s13_no_restart_without_a_durable_record() {
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s13", dead_port()));
+    // state_dir on a read-only filesystem: readable (empty), not writable.
+    let ro = n.t.path().join("ro-state");
+    let _ro = Mount::fs("tmpfs", "cg-ro-state", &ro, "ro,size=1m");
+    let cfg = n.t.write_guard_config_raw(&format!(
+        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nrestart = [\"{}\"]\n\n[sandbox]\npull = false\n\n[hold]\ntimeout = \"1s\"\n",
+        ro.display(),
+        n.t.containerd_config().display(),
+        n.ctrd.restart_program().display()
+    ));
+    let out = runtime(&cfg);
+    out.expect(1, "remedy.budget", "fail")
+        .mentions("remedy.budget", &["cannot be recorded"]);
+    assert_eq!(n.ctrd.restarts(), 0);
+}

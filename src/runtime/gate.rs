@@ -111,11 +111,13 @@ fn record(state: &mut Option<State>, host: &Host, item: &str, action: &str, outc
     }
 }
 
-fn save(store: &Option<Store>, state: &Option<State>) {
-    if let (Some(store), Some(state)) = (store, state) {
-        if let Err(e) = store.save(state) {
+fn save(store: &Option<Store>, state: &Option<State>) -> Result<(), String> {
+    match (store, state) {
+        (Some(store), Some(state)) => store.save(state).map_err(|e| {
             tracing::warn!("cannot save the state file: {e}");
-        }
+            e
+        }),
+        _ => Err("no state file".into()),
     }
 }
 
@@ -346,7 +348,21 @@ async fn gate(
                         "restart",
                         &format!("{why}: running `{}`", settings.containerd.restart.join(" ")),
                     );
-                    save(&store, &state);
+                    // A restart the state file does not remember would not count against
+                    // the budget: without a durable record, do not restart at all.
+                    if let Err(e) = save(&store, &state) {
+                        rem.set(
+                            Finding::fail(
+                                "remedy.budget",
+                                "refused to restart containerd: the restart cannot be recorded",
+                            )
+                            .evidence(e)
+                            .remedy(
+                                "make state_dir writable (it is /run/containerd-guard by default)",
+                            ),
+                        );
+                        break;
+                    }
                     let outcome =
                         act::run_argv(&settings.containerd.restart, RESTART_COMMAND_TIMEOUT).await;
                     let text = match &outcome {
@@ -360,7 +376,7 @@ async fn gate(
                             last.outcome = format!("{why}: {text}");
                         }
                     }
-                    save(&store, &state);
+                    let _ = save(&store, &state);
                     let f = match outcome {
                         Ok(_) => Finding::pass(
                             "remedy.restart",
@@ -453,7 +469,7 @@ async fn gate(
                     f = f.evidence(line);
                 }
                 rem.set(f);
-                save(&store, &state);
+                let _ = save(&store, &state);
             }
             if !restored && settings.sandbox.pull && !pulled {
                 pulled = true;
@@ -502,7 +518,7 @@ async fn gate(
                     }
                     rem.set(f);
                 }
-                save(&store, &state);
+                let _ = save(&store, &state);
             }
             acted = restored;
         }
@@ -558,7 +574,7 @@ async fn gate(
                 summary: summary.clone(),
             });
         }
-        save(&store, &state);
+        let _ = save(&store, &state);
         if let Some(store) = &store {
             let _ = store.write_status(&format!("{command}: {summary}"));
         }

@@ -176,9 +176,31 @@ pub fn stale_facts(host: &Host, socket: &Path, root: &Path) -> StaleFacts {
     f.comm = std::fs::read_to_string(proc.join("comm"))
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
+    // The kernel shows fd paths resolved: a root reached through a symlink is compared by
+    // its real path (resolved in containerd's mount namespace), or a healthy containerd
+    // would look stale.
+    f.root = real_root(&proc, root);
     f.mounts = MountTable::read(&proc.join("mountinfo"));
-    f.dbs = open_dbs(&proc, root);
+    f.dbs = open_dbs(&proc, &f.root);
     f
+}
+
+fn real_root(proc: &Path, root: &Path) -> PathBuf {
+    let ns_root = proc.join("root");
+    let mut in_ns = ns_root.clone();
+    for c in root.components().skip(1) {
+        in_ns.push(c);
+    }
+    match (
+        std::fs::canonicalize(&in_ns),
+        std::fs::canonicalize(&ns_root),
+    ) {
+        (Ok(real), Ok(base)) => match real.strip_prefix(&base) {
+            Ok(rel) => Path::new("/").join(rel),
+            Err(_) => root.to_path_buf(),
+        },
+        _ => root.to_path_buf(),
+    }
 }
 
 fn file_id(p: &Path) -> Result<FileId, String> {
