@@ -13,4 +13,6 @@ pub mod notify;
 pub mod policy;
 pub mod probe;
 pub mod report;
+pub mod runtime;
+pub mod state;
 pub mod state_file;

@@ -13,15 +13,17 @@ pub fn mount_volume(settings: &VolumeSettings, node: &Path, target: &Path) -> Fi
     let shown = format!("{} at {}", node.display(), target.display());
     let identity = match read_identity(node) {
         Ok(Some(id)) => id,
-        Ok(None) => return Finding::fail(
-            "volume.mount",
-            format!("refused to mount {shown}: no known filesystem on it"),
-        )
-        .evidence("no ext4, xfs or btrfs superblock; the guard never formats a disk")
-        .remedy(format!(
+        Ok(None) => {
+            return Finding::fail(
+                "volume.mount",
+                format!("refused to mount {shown}: no known filesystem on it"),
+            )
+            .evidence("no ext4, xfs or btrfs superblock; the guard never formats a disk")
+            .remedy(format!(
             "create the filesystem when provisioning the disk, or check that {} is the right disk",
             node.display()
-        )),
+        ))
+        }
         Err(e) => {
             return Finding::fail("volume.mount", format!("cannot read {}", node.display()))
                 .evidence(e.to_string())

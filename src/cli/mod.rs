@@ -1,6 +1,9 @@
 //! Command line: global options, one file per subcommand, documented exit codes.
 
 mod config;
+mod reset;
+mod runtime;
+mod status;
 mod verify;
 mod volume;
 
@@ -80,8 +83,27 @@ pub enum Command {
     /// Phase 1, before containerd: prove the volume at containerd's root is the intended
     /// ephemeral volume. Fails closed.
     Volume,
-    /// Every check, read-only: what to run by hand after an HA failover.
-    Verify,
+    /// Every check (phase 1 and 2), read-only: what to run by hand after an HA failover.
+    Verify {
+        /// Apply phase 2's remedies (restart a stale containerd, restore the sandbox
+        /// image) within the same budget as `guard runtime`.
+        #[arg(long)]
+        repair: bool,
+        /// With --repair: restart a stale containerd even if it still runs tasks.
+        #[arg(long, requires = "repair")]
+        force: bool,
+    },
+    /// Phase 2, kubelet's gate: hold until containerd can start a pod, repairing within the
+    /// restart budget; fail so kubelet does not start.
+    Runtime {
+        /// Restart a stale containerd even if it still runs tasks (they will be orphaned).
+        #[arg(long)]
+        force: bool,
+    },
+    /// The last phase-2 outcome and this boot's remediation history.
+    Status,
+    /// Clear this boot's terminal state and restart budget (after fixing the cause).
+    Reset,
     /// Print the effective configuration and which file each value came from.
     Config,
 }
@@ -118,7 +140,10 @@ pub fn main() -> i32 {
     };
     let exit = match cli.command {
         Command::Volume => volume::run(&ctx),
-        Command::Verify => verify::run(&ctx),
+        Command::Verify { repair, force } => verify::run(&ctx, repair, force),
+        Command::Runtime { force } => runtime::run(&ctx, force),
+        Command::Status => status::run(&ctx),
+        Command::Reset => reset::run(&ctx),
         Command::Config => config::run(&ctx),
     };
     exit as i32

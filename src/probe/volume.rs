@@ -71,7 +71,7 @@ pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> V
         (
             Some(statvfs(&on_disk)),
             Some(write_probe(&on_disk)),
-            Some(hidden_under(&on_disk)),
+            Some(hidden_under(host, mounts.as_ref().ok(), path)),
         )
     } else {
         (None, None, None)
@@ -120,20 +120,22 @@ fn write_probe(path: &Path) -> Result<(), String> {
 /// Looks under the mount point without changing any mount visible to others: a
 /// non-recursive detached clone (`open_tree(OPEN_TREE_CLONE)`) of the parent's mount shows
 /// the parent filesystem alone, including what the volume covers.
-fn hidden_under(path: &Path) -> Result<HiddenData, String> {
+fn hidden_under(
+    host: &Host,
+    table: Option<&MountTable>,
+    path: &Path,
+) -> Result<HiddenData, String> {
+    let table = table.ok_or("the mount table is unreadable")?;
     let parent = path.parent().ok_or("volume path has no parent")?;
     let name = path.file_name().ok_or("volume path has no name")?;
-    // Find the mount point that holds the parent directory, then the path below it.
-    let table = MountTable::read(Path::new("/proc/self/mountinfo"))?;
-    let canonical =
-        std::fs::canonicalize(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    // The mount that holds the parent directory, and the parent's place inside it.
     let holder = table
-        .containing(&canonical)
+        .containing(parent)
         .ok_or("no mount holds the parent directory")?;
-    let below = canonical
+    let below = parent
         .strip_prefix(&holder.mount_point)
         .unwrap_or(Path::new(""));
-    let tree = open_tree_clone(&holder.mount_point)?;
+    let tree = open_tree_clone(&host.path(&holder.mount_point))?;
     let dir = Path::new("/proc/self/fd")
         .join(tree.to_string())
         .join(below)

@@ -1,0 +1,644 @@
+//! Phase 2 on real components: Debian's containerd per test on temp paths, real
+//! loop-mounted ext4 volumes, a real `docker-registry` on 127.0.0.1 and a pause image built
+//! here. Each scenario ends with the kubelet's view: a CRI RunPodSandbox of a host-network
+//! pod with the sandbox image succeeds, or the guard failed and restarted nothing beyond
+//! its budget. Root only (`sudo scripts/test`).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::runtime::*;
+use support::*;
+
+const TOOLS: &[&str] = &[
+    "containerd",
+    "ctr",
+    "runc",
+    "gcc",
+    "mkfs.ext4",
+    "losetup",
+    "mount",
+];
+
+/// A test node: containerd on `t`'s paths (dropped first), the volume, the tree.
+struct Node {
+    ctrd: Restartable,
+    vol: LoopVolume,
+    img: PauseImage,
+    t: TempRoot,
+}
+
+impl Node {
+    /// The volume mounted at containerd's root, containerd started on it. `image` is the
+    /// sandbox image name written into containerd's config.
+    fn healthy(image: &str) -> Node {
+        require_root(TOOLS);
+        let t = TempRoot::new();
+        t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+        let vol = LoopVolume::new(
+            &t.images(),
+            FsKind::Ext4,
+            &unique("cg", 8),
+            &t.volume_path(),
+        );
+        let ctrd = Restartable::start(&t);
+        Node {
+            ctrd,
+            vol,
+            img: PauseImage::new(image),
+            t,
+        }
+    }
+
+    fn oci_archive(&self, corrupt: bool) -> PathBuf {
+        let name = if corrupt {
+            "pause-corrupt.oci.tar"
+        } else {
+            "pause.oci.tar"
+        };
+        self.img.write_oci(&self.t.path().join(name), corrupt)
+    }
+
+    fn import_image(&self) {
+        self.ctrd.ctr_import(&self.oci_archive(false));
+    }
+
+    /// The TKGS order: the volume holds the data (the image), containerd starts on the root
+    /// filesystem's copy of the directory, the volume is mounted over it afterwards.
+    fn tkgs(image: &str) -> Node {
+        let mut n = Node::healthy(image);
+        n.import_image();
+        n.ctrd.stop();
+        drop(n.vol.mount.take());
+        assert!(!is_mount_point(&n.t.volume_path()));
+        n.ctrd.restart_by_hand();
+        n.vol.mount = Some(n.vol.device.mount(&n.t.volume_path(), ""));
+        n
+    }
+
+    /// `[containerd]` with the restart program, plus `extra` tables.
+    fn config(&self, restart: &Path, extra: &str) -> PathBuf {
+        self.t.write_guard_config_raw(&format!(
+            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{extra}\n",
+            self.t.guard_state_dir().display(),
+            self.t.containerd_config().display(),
+            restart.display()
+        ))
+    }
+
+    fn state_file(&self) -> PathBuf {
+        self.t.guard_state_dir().join("runtime.json")
+    }
+
+    #[track_caller]
+    fn kubelet_can_start_a_pod(&self) {
+        if let Err(e) = run_pod_sandbox(&self.t.socket()) {
+            panic!(
+                "RunPodSandbox failed: {e}\ncontainerd log:\n{}",
+                self.ctrd.log_tail()
+            );
+        }
+    }
+}
+
+fn runtime(cfg: &Path) -> Outcome {
+    Guard::with_config(cfg).run(&["--json", "runtime"])
+}
+
+fn has_finding(out: &Outcome, id: &str) -> bool {
+    out.json
+        .as_ref()
+        .and_then(|j| j["findings"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .any(|f| f["id"] == id)
+}
+
+#[test]
+fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s1", dead_port()));
+    n.import_image();
+    let pid = n.ctrd.pid();
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let out = runtime(&cfg);
+    out.expect(0, "runtime.answers", "pass");
+    for id in [
+        "runtime.version",
+        "runtime.plugins",
+        "runtime.stale",
+        "runtime.cri",
+        "runtime.sandbox-image",
+    ] {
+        assert_eq!(out.status(id), "pass", "{id}:\n{}", out.dump());
+    }
+    out.mentions(
+        "runtime.sandbox-image",
+        &["complete and unpacked for overlayfs"],
+    );
+    assert_eq!(
+        out.status("runtime.network"),
+        "warn",
+        "no CNI here; reported, not blocking"
+    );
+    assert_eq!(n.ctrd.restarts(), 0, "never restart a healthy containerd");
+    assert_eq!(n.ctrd.pid(), pid);
+    for id in ["remedy.restart", "remedy.restore-image", "remedy.pull"] {
+        assert!(
+            !has_finding(&out, id),
+            "{id} on a healthy node:\n{}",
+            out.dump()
+        );
+    }
+    // Read-only verify agrees, and also runs phase 1.
+    let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    v.expect(0, "runtime.stale", "pass");
+    assert_eq!(v.status("volume.mounted"), "pass", "{}", v.dump());
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s02_tkgs_order_stale_detected_restarted_once_usable() {
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s2", dead_port()));
+    // The kubelet's view before the guard: the TKGS failure.
+    let before = run_pod_sandbox(&n.t.socket());
+    assert!(
+        before.is_err(),
+        "the stale containerd should not start pods: {before:?}"
+    );
+    let v = Guard::with_config(&n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n"))
+        .run(&["--json", "verify"]);
+    v.expect(1, "runtime.stale", "fail")
+        .mentions("runtime.stale", &["mounted over"]);
+    assert_eq!(
+        v.status("runtime.cri"),
+        "pass",
+        "RuntimeReady stays true when stale: {}",
+        v.dump()
+    );
+    let pid = n.ctrd.pid();
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let started = Instant::now();
+    let out = runtime(&cfg);
+    let took = started.elapsed();
+    out.expect(0, "remedy.restart", "pass");
+    assert_eq!(out.status("runtime.stale"), "pass", "{}", out.dump());
+    assert_eq!(n.ctrd.restarts(), 1, "exactly one restart");
+    assert_ne!(n.ctrd.pid(), pid);
+    assert!(
+        !has_finding(&out, "remedy.restore-image"),
+        "the volume had the image: {}",
+        out.dump()
+    );
+    println!("BENCH tkgs answering-to-usable {:.2}s", took.as_secs_f64());
+    assert!(
+        took < Duration::from_secs(5),
+        "answering -> usable took {took:?}"
+    );
+    n.kubelet_can_start_a_pod();
+    let status = Guard::with_config(&cfg).run(&["--json", "status"]);
+    assert_eq!(status.code, 0, "{}", status.dump());
+    let j = status.json.expect("status --json");
+    assert_eq!(
+        j["state"]["restarts"].as_array().map(Vec::len),
+        Some(1),
+        "{j}"
+    );
+    assert_eq!(j["state"]["last"]["exit"], 0, "{j}");
+}
+
+#[test]
+fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() {
+    require_root(TOOLS);
+    let t = TempRoot::new();
+    let image = format!("127.0.0.1:{}/guard/pause:s3", dead_port());
+    t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+    std::fs::create_dir_all(t.volume_path()).unwrap();
+    // containerd runs on the root filesystem's directory and has the image there...
+    let ctrd = Restartable::start(&t);
+    let img = PauseImage::new(&image);
+    let archive = img.write_oci(&t.path().join("pause.oci.tar"), false);
+    ctrd.ctr_import(&archive);
+    // ...then an empty volume is mounted over it.
+    let vol = LoopVolume::new(
+        &t.images(),
+        FsKind::Ext4,
+        &unique("cg", 8),
+        &t.volume_path(),
+    );
+    let n = Node { ctrd, vol, img, t };
+    let cfg = n.config(
+        &n.ctrd.restart_program(),
+        &format!(
+            "[sandbox]\narchives = [\"{}\"]\npull = false\n",
+            archive.display()
+        ),
+    );
+    let out = runtime(&cfg);
+    out.expect(0, "remedy.restart", "pass");
+    assert_eq!(out.status("remedy.restore-image"), "pass", "{}", out.dump());
+    assert_eq!(
+        out.status("runtime.sandbox-image"),
+        "pass",
+        "{}",
+        out.dump()
+    );
+    assert_eq!(n.ctrd.restarts(), 1);
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s04_volume_lazily_unmounted_under_running_containerd_is_detected() {
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s4", dead_port()));
+    n.import_image();
+    run("umount", &["-l", n.t.volume_path().to_str().unwrap()]);
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let out = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    out.expect(1, "runtime.stale", "fail");
+    let text = out.finding_text("runtime.stale");
+    assert!(
+        text.contains("detached") || text.contains("lazily"),
+        "{text}"
+    );
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "verify without --repair changes nothing"
+    );
+    assert!(!n.state_file().exists(), "read-only verify writes no state");
+}
+
+#[test]
+fn s05_image_missing_archive_present_restored_without_pull() {
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s5", dead_port()));
+    let docker = n.img.write_docker(&n.t.path().join("pause.docker.tar"));
+    let cfg = n.config(
+        &n.ctrd.restart_program(),
+        &format!("[sandbox]\narchives = [\"{}\"]\n", docker.display()),
+    );
+    let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    v.expect(1, "runtime.sandbox-image", "fail")
+        .mentions("runtime.sandbox-image", &["not in namespace k8s.io"]);
+    let out = runtime(&cfg);
+    out.expect(0, "remedy.restore-image", "pass")
+        .mentions("remedy.restore-image", &["Docker", "digests verified"]);
+    assert!(
+        !has_finding(&out, "remedy.pull"),
+        "no pull when an archive served:\n{}",
+        out.dump()
+    );
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "an image problem is not a reason to restart"
+    );
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s06_corrupt_archive_refused_then_pulled_from_registry() {
+    require_root(&["docker-registry"]);
+    let reg = Registry::start();
+    let image = format!("127.0.0.1:{}/guard/pause:s6", reg.port);
+    let n = Node::healthy(&image);
+    reg.push(&n.img, "guard/pause", "s6");
+    let bad = n.oci_archive(true);
+    assert!(archive_verifies(&bad, &image).is_err());
+    let cfg = n.config(
+        &n.ctrd.restart_program(),
+        &format!(
+            "[sandbox]\narchives = [\"{}\"]\npull_timeout = \"30s\"\n",
+            bad.display()
+        ),
+    );
+    let out = runtime(&cfg);
+    out.expect(0, "remedy.restore-image", "warn").mentions(
+        "remedy.restore-image",
+        &["REFUSED", bad.to_str().unwrap(), "has digest"],
+    );
+    assert_eq!(out.status("remedy.pull"), "pass", "{}", out.dump());
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
+    let image = format!("127.0.0.1:{}/guard/pause:s7", dead_port());
+    let n = Node::healthy(&image);
+    let missing = n.t.path().join("baked/pause.tar");
+    let cfg = n.config(
+        &n.ctrd.restart_program(),
+        &format!(
+            "[sandbox]\narchives = [\"{}\"]\npull_attempts = 2\npull_timeout = \"5s\"\n\n[hold]\ntimeout = \"3s\"\n",
+            missing.display()
+        ),
+    );
+    // Under systemd: STATUS= each step and EXTEND_TIMEOUT_USEC= while holding.
+    let notify_path = n.t.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    // Read while the guard runs, as systemd does: a full datagram queue blocks the sender.
+    notify
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut messages = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match notify.recv(&mut buf) {
+                    Ok(len) => messages.push(String::from_utf8_lossy(&buf[..len]).into_owned()),
+                    Err(_) if done.load(std::sync::atomic::Ordering::SeqCst) => return messages,
+                    Err(_) => {}
+                }
+            }
+        })
+    };
+    let started = Instant::now();
+    let out = Guard::with_config(&cfg)
+        .env("NOTIFY_SOCKET", notify_path.to_str().unwrap())
+        .run(&["--json", "runtime"]);
+    let took = started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let messages = reader.join().unwrap();
+    let all = messages.join("\n");
+    assert!(
+        all.contains("STATUS=holding kubelet: runtime.sandbox-image"),
+        "{all}"
+    );
+    assert!(all.contains("STATUS=pulling"), "{all}");
+    assert!(all.contains("EXTEND_TIMEOUT_USEC="), "{all}");
+    out.expect(1, "runtime.sandbox-image", "fail")
+        .mentions("runtime.sandbox-image", &[&image]);
+    out.mentions(
+        "remedy.restore-image",
+        &[missing.to_str().unwrap(), "not there"],
+    );
+    out.mentions(
+        "remedy.pull",
+        &[&image, "attempt 1", "attempt 2", "connection refused"],
+    );
+    assert_eq!(out.status("runtime.hold"), "fail", "{}", out.dump());
+    assert!(
+        took >= Duration::from_secs(3),
+        "held for the hold timeout: {took:?}"
+    );
+    assert!(took < Duration::from_secs(30), "bounded: {took:?}");
+    assert_eq!(n.ctrd.restarts(), 0);
+    assert!(
+        run_pod_sandbox(&n.t.socket()).is_err(),
+        "nothing made the node usable"
+    );
+}
+
+#[test]
+fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8", dead_port()));
+    let extra = "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"100ms\"\n\n[hold]\ntimeout = \"3s\"\n";
+    let cfg = n.config(&n.ctrd.noop_program(), extra);
+    let mut codes = Vec::new();
+    for _ in 0..3 {
+        let out = runtime(&cfg);
+        codes.push(out.code);
+        if out.code == 4 {
+            out.mentions("remedy.budget", &["TERMINAL"]);
+            assert!(
+                out.stderr.contains("TERMINAL"),
+                "loud on stderr too:\n{}",
+                out.dump()
+            );
+            break;
+        }
+    }
+    assert_eq!(codes.last(), Some(&4), "{codes:?}");
+    assert_eq!(n.ctrd.restarts(), 2, "exactly restart_budget restarts");
+    for i in 0..5 {
+        let out = runtime(&cfg);
+        assert_eq!(
+            out.code,
+            4,
+            "invocation {i} after terminal:\n{}",
+            out.dump()
+        );
+    }
+    assert_eq!(n.ctrd.restarts(), 2, "no restart after terminal");
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert_eq!(status.code, 4, "{}", status.dump());
+    assert!(
+        status.stdout.contains("TERMINAL") && status.stdout.contains("restarts this boot: 2 of 2"),
+        "{}",
+        status.dump()
+    );
+    // The operator fixes the cause (here: a restart command that works) and resets.
+    let reset = Guard::with_config(&cfg).run(&["reset"]);
+    assert_eq!(reset.code, 0, "{}", reset.dump());
+    let cfg = n.config(&n.ctrd.restart_program(), extra);
+    runtime(&cfg).expect(0, "remedy.restart", "pass");
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s08b_backoff_holds_across_invocations() {
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8b", dead_port()));
+    let cfg = n.config(
+        &n.ctrd.noop_program(),
+        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 3\nbackoff = \"1h\"\n\n[hold]\ntimeout = \"1s\"\n",
+    );
+    let first = runtime(&cfg);
+    assert_eq!(first.code, 1, "{}", first.dump());
+    for _ in 0..3 {
+        let out = runtime(&cfg);
+        out.expect(1, "remedy.budget", "fail")
+            .mentions("remedy.budget", &["backoff"]);
+    }
+    assert_eq!(
+        n.ctrd.restarts(),
+        1,
+        "kubelet's Restart= re-running the gate cannot shorten the backoff"
+    );
+}
+
+#[test]
+fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
+    require_root(TOOLS);
+    let t = TempRoot::new();
+    let sock = t.path().join("silent.sock");
+    // The kernel accepts connections into the backlog; nothing ever answers.
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let noop = t.path().join("restart-noop");
+    std::fs::write(
+        &noop,
+        format!(
+            "#!/bin/sh\necho noop >> '{}/restarts.log'\n",
+            t.path().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&noop, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = t.write_guard_config_raw(&format!(
+        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nsocket = \"{}\"\nwait = \"1s\"\nrestart = [\"{}\"]\n\n\
+         [remediation]\nrestart_budget = 1\nbackoff = \"1h\"\n\n[hold]\ntimeout = \"2s\"\n",
+        t.guard_state_dir().display(),
+        t.containerd_config().display(),
+        sock.display(),
+        noop.display()
+    ));
+    let started = Instant::now();
+    let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "verify is bounded: {:?}",
+        started.elapsed()
+    );
+    v.expect(1, "runtime.answers", "fail")
+        .mentions("runtime.answers", &["does not answer", "silent.sock"]);
+    let started = Instant::now();
+    let out = runtime(&cfg);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "runtime is bounded: {:?}",
+        started.elapsed()
+    );
+    // One restart (the budget), then terminal: a silent socket is not waited on forever.
+    out.expect(4, "runtime.answers", "fail")
+        .mentions("remedy.budget", &["TERMINAL"]);
+    let restarts = std::fs::read_to_string(t.path().join("restarts.log"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0);
+    assert_eq!(
+        restarts, 1,
+        "a silent containerd is restarted, within the budget"
+    );
+}
+
+#[test]
+fn s10_corrupt_state_file_means_no_budget_until_reset() {
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s10", dead_port()));
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    std::fs::create_dir_all(n.t.guard_state_dir()).unwrap();
+    std::fs::write(n.state_file(), b"{\"format\": 1, \"boot_id\": tru").unwrap();
+    let out = runtime(&cfg);
+    out.expect(4, "remedy.budget", "fail");
+    assert!(
+        out.stdout.contains("corrupt"),
+        "the corruption is reported:\n{}",
+        out.dump()
+    );
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "corrupt is 'no budget left', never 'fresh'"
+    );
+    assert!(n.t.guard_state_dir().join("runtime.json.corrupt").exists());
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert!(status.stdout.contains("corrupt"), "{}", status.dump());
+    assert_eq!(Guard::with_config(&cfg).run(&["reset"]).code, 0);
+    runtime(&cfg).expect(0, "remedy.restart", "pass");
+    assert_eq!(n.ctrd.restarts(), 1);
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
+    require_root(TOOLS);
+    let t = TempRoot::new();
+    let image = format!("127.0.0.1:{}/guard/pause:s11", dead_port());
+    t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+    std::fs::create_dir_all(t.volume_path()).unwrap();
+    // A live node, not a boot: containerd on the root filesystem's directory runs a pod...
+    let ctrd = Restartable::start(&t);
+    let img = PauseImage::new(&image);
+    let archive = img.write_oci(&t.path().join("pause.oci.tar"), false);
+    ctrd.ctr_import(&archive);
+    let pod = start_pod_sandbox(&t.socket()).expect("a running pod sandbox");
+    // ...when a volume is mounted over its root.
+    let vol = LoopVolume::new(
+        &t.images(),
+        FsKind::Ext4,
+        &unique("cg", 8),
+        &t.volume_path(),
+    );
+    let n = Node { ctrd, vol, img, t };
+    let cfg = n.config(
+        &n.ctrd.restart_program(),
+        &format!(
+            "[sandbox]\narchives = [\"{}\"]\npull = false\n",
+            archive.display()
+        ),
+    );
+    let pid = n.ctrd.pid();
+    let out = runtime(&cfg);
+    out.expect(1, "runtime.stale", "fail");
+    out.mentions("remedy.restart", &["refused", &pod, "--force"]);
+    assert_eq!(out.status("remedy.restart"), "fail");
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "a restart would orphan the running pod"
+    );
+    assert_eq!(n.ctrd.pid(), pid);
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert!(
+        status.stdout.contains("refused-restart"),
+        "{}",
+        status.dump()
+    );
+    // The operator drains the pod; then the repair goes ahead (no --force needed).
+    remove_pod_sandbox(&n.t.socket(), &pod).expect("remove the pod through the stale containerd");
+    let out = Guard::with_config(&cfg).run(&["--json", "verify", "--repair"]);
+    assert_eq!(out.status("remedy.restart"), "pass", "{}", out.dump());
+    assert_eq!(out.status("remedy.restore-image"), "pass", "{}", out.dump());
+    assert_eq!(
+        out.status("runtime.sandbox-image"),
+        "pass",
+        "{}",
+        out.dump()
+    );
+    assert_eq!(n.ctrd.restarts(), 1);
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
+    require_root(TOOLS);
+    let t = TempRoot::new();
+    let image = format!("127.0.0.1:{}/guard/pause:s12", dead_port());
+    t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+    // containerd's root is a symlink to where the volume is mounted.
+    let real = t.path().join("data/containerd");
+    let vol = LoopVolume::new(&t.images(), FsKind::Ext4, &unique("cg", 8), &real);
+    std::os::unix::fs::symlink(&real, t.volume_path()).unwrap();
+    let ctrd = Restartable::start(&t);
+    let n = Node {
+        ctrd,
+        vol,
+        img: PauseImage::new(&image),
+        t,
+    };
+    n.import_image();
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let out = runtime(&cfg);
+    out.expect(0, "runtime.stale", "pass")
+        .mentions("runtime.stale", &["data/containerd"]);
+    assert_eq!(n.ctrd.restarts(), 0, "never restart a healthy containerd");
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s13_no_restart_without_a_durable_record() {
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s13", dead_port()));
+    // state_dir on a read-only filesystem: readable (empty), not writable.
+    let ro = n.t.path().join("ro-state");
+    let _ro = Mount::fs("tmpfs", "cg-ro-state", &ro, "ro,size=1m");
+    let cfg = n.t.write_guard_config_raw(&format!(
+        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nrestart = [\"{}\"]\n\n[sandbox]\npull = false\n\n[hold]\ntimeout = \"1s\"\n",
+        ro.display(),
+        n.t.containerd_config().display(),
+        n.ctrd.restart_program().display()
+    ));
+    let out = runtime(&cfg);
+    out.expect(1, "remedy.budget", "fail")
+        .mentions("remedy.budget", &["cannot be recorded"]);
+    assert_eq!(n.ctrd.restarts(), 0);
+}

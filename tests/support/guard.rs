@@ -1,0 +1,269 @@
+//! Runs the built `guard` binary and captures what it said.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const GUARD: &str = env!("CARGO_BIN_EXE_guard");
+
+/// Builder for one `guard` invocation.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+/// What one run of `guard` did.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// stdout parsed as JSON when it is JSON.
+    pub json: Option<serde_json::Value>,
+    pub elapsed: Duration,
+    /// The command line, for assertion messages.
+    pub command: String,
+}
+
+impl Guard {
+    /// `guard --config FILE`.
+    pub fn with_config(config: &Path) -> Guard {
+        Guard {
+            args: vec!["--config".into(), config.display().to_string()],
+            env: Vec::new(),
+        }
+    }
+
+    /// `guard` with no `--config` (layered search).
+    pub fn bare() -> Guard {
+        Guard {
+            args: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    pub fn arg(mut self, a: impl Into<String>) -> Guard {
+        self.args.push(a.into());
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Guard {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// Runs `guard <global args> <extra>`.
+    pub fn run(&self, extra: &[&str]) -> Outcome {
+        let mut cmd = Command::new(GUARD);
+        cmd.args(&self.args).args(extra);
+        // Never talk to a systemd that may be watching the test runner.
+        cmd.env_remove("NOTIFY_SOCKET");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let command = format!("guard {} {}", self.args.join(" "), extra.join(" "));
+        let start = Instant::now();
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {GUARD}: {e}"));
+        let elapsed = start.elapsed();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        Outcome {
+            code: out.status.code().unwrap_or(-1),
+            json: serde_json::from_str(&stdout).ok(),
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            elapsed,
+            command,
+        }
+    }
+
+    /// `guard ... volume --json`, the usual case in tests.
+    pub fn volume_json(&self) -> Outcome {
+        self.run(&["--json", "volume"])
+    }
+
+    /// `guard ... volume` (the table).
+    pub fn volume_table(&self) -> Outcome {
+        self.run(&["volume"])
+    }
+}
+
+impl Outcome {
+    /// The finding with `id`, panicking with the whole output when there is none.
+    pub fn finding(&self, id: &str) -> &serde_json::Value {
+        let json = self
+            .json
+            .as_ref()
+            .unwrap_or_else(|| panic!("no JSON from `{}`:\n{}", self.command, self.dump()));
+        json["findings"]
+            .as_array()
+            .and_then(|a| a.iter().find(|f| f["id"] == id))
+            .unwrap_or_else(|| panic!("no finding {id} from `{}`:\n{}", self.command, self.dump()))
+    }
+
+    pub fn status(&self, id: &str) -> String {
+        self.finding(id)["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub fn verdict(&self) -> String {
+        self.json
+            .as_ref()
+            .and_then(|j| j["verdict"].as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// Summary, evidence and remedy of a finding joined, for "names the thing" checks.
+    pub fn finding_text(&self, id: &str) -> String {
+        let f = self.finding(id);
+        let mut s = f["summary"].as_str().unwrap_or("").to_string();
+        for e in f["evidence"].as_array().into_iter().flatten() {
+            s.push('\n');
+            s.push_str(e.as_str().unwrap_or(""));
+        }
+        s.push('\n');
+        s.push_str(f["remedy"].as_str().unwrap_or(""));
+        s
+    }
+
+    /// Everything it printed, for assertion messages.
+    pub fn dump(&self) -> String {
+        format!(
+            "exit {} after {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.elapsed, self.stdout, self.stderr
+        )
+    }
+
+    /// Asserts exit code, and the status of finding `id`.
+    #[track_caller]
+    pub fn expect(&self, code: i32, id: &str, status: &str) -> &Self {
+        assert_eq!(
+            self.code,
+            code,
+            "exit code of `{}`:\n{}",
+            self.command,
+            self.dump()
+        );
+        assert_eq!(
+            self.status(id),
+            status,
+            "status of {id} from `{}`:\n{}",
+            self.command,
+            self.dump()
+        );
+        self
+    }
+
+    /// Asserts that finding `id` mentions each of `needles`.
+    #[track_caller]
+    pub fn mentions(&self, id: &str, needles: &[&str]) -> &Self {
+        let text = self.finding_text(id);
+        for n in needles {
+            assert!(
+                text.contains(n),
+                "finding {id} does not mention {n:?}:\n{text}\n\nfull output:\n{}",
+                self.dump()
+            );
+        }
+        self
+    }
+}
+
+/// A `guard` started in the background, for tests that change the host while it waits.
+/// Killed on drop if still running.
+#[derive(Debug)]
+pub struct Running {
+    child: Option<std::process::Child>,
+    stderr_path: std::path::PathBuf,
+    stdout_path: std::path::PathBuf,
+    started: Instant,
+    command: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Guard {
+    /// Starts `guard <global args> <extra>` without waiting; output goes to temp files.
+    pub fn spawn(&self, extra: &[&str]) -> Running {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stdout_path = dir.path().join("stdout");
+        let stderr_path = dir.path().join("stderr");
+        let mut cmd = Command::new(GUARD);
+        cmd.args(&self.args).args(extra).env_remove("NOTIFY_SOCKET");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.stdout(std::fs::File::create(&stdout_path).expect("stdout file"));
+        cmd.stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
+        let started = Instant::now();
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {GUARD}: {e}"));
+        Running {
+            child: Some(child),
+            stderr_path,
+            stdout_path,
+            started,
+            command: format!("guard {} {}", self.args.join(" "), extra.join(" ")),
+            _dir: dir,
+        }
+    }
+}
+
+impl Running {
+    /// Polls until stderr contains `needle` (e.g. the "waiting" log line).
+    pub fn wait_for_stderr(&self, needle: &str, timeout: Duration) {
+        super::poll_until(
+            &format!("`{}` to log {needle:?}", self.command),
+            timeout,
+            || {
+                std::fs::read_to_string(&self.stderr_path)
+                    .ok()
+                    .filter(|s| s.contains(needle))
+                    .map(|_| ())
+            },
+        );
+    }
+
+    /// Waits (bounded) for the guard to exit and returns what it did.
+    pub fn finish(mut self, timeout: Duration) -> Outcome {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            let child = self.child.as_mut().expect("running");
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                break status;
+            }
+            // On timeout the guard is killed by Drop as the panic unwinds.
+            assert!(
+                Instant::now() < deadline,
+                "`{}` did not exit within {timeout:?}",
+                self.command
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let elapsed = self.started.elapsed();
+        let stdout = std::fs::read_to_string(&self.stdout_path).unwrap_or_default();
+        Outcome {
+            code: status.code().unwrap_or(-1),
+            json: serde_json::from_str(&stdout).ok(),
+            stdout,
+            stderr: std::fs::read_to_string(&self.stderr_path).unwrap_or_default(),
+            elapsed,
+            command: self.command.clone(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! A fake host tree for one test: containerd's config, root, state and socket, and the
+//! guard's own config, all under one temporary directory that is removed on drop.
+//!
+//! Layout (`<t>` is the tempdir):
+//!   <t>/containerd/config.toml   containerd's config, `root`/`state`/`grpc.address` below
+//!   <t>/var/lib/containerd       containerd's root: the volume path under test
+//!   <t>/run/containerd           containerd's state; the socket is containerd.sock in it
+//!   <t>/guard.toml               the guard's config (`[containerd] config` points above)
+//!   <t>/run/containerd-guard     the guard's `state_dir` (status file, volume.ok marker)
+//!   <t>/img                      images for loop devices
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug)]
+pub struct TempRoot {
+    dir: tempfile::TempDir,
+}
+
+impl Default for TempRoot {
+    fn default() -> Self {
+        TempRoot::new()
+    }
+}
+
+impl TempRoot {
+    /// A fresh tree with containerd's config already written (no extra CRI settings).
+    pub fn new() -> TempRoot {
+        let dir = tempfile::Builder::new()
+            .prefix("cg-test.")
+            .tempdir()
+            .expect("tempdir");
+        TempRoot::init(dir)
+    }
+
+    /// As [`TempRoot::new`], but on the root filesystem's own device (not a tmpfs `/tmp`),
+    /// for tests whose premise is "a directory on the root filesystem". Uses `$TMPDIR` when
+    /// it is on `/`'s device, else the first of /var/tmp, /root, /var/lib that is.
+    pub fn on_root_filesystem() -> TempRoot {
+        use std::os::unix::fs::MetadataExt;
+        let root_dev = std::fs::metadata("/").expect("stat /").dev();
+        let base = [
+            std::env::temp_dir(),
+            "/var/tmp".into(),
+            "/root".into(),
+            "/var/lib".into(),
+        ]
+        .into_iter()
+        .find(|d| {
+            std::fs::metadata(d)
+                .map(|m| m.dev() == root_dev)
+                .unwrap_or(false)
+        })
+        .expect("no writable directory on the root filesystem's device");
+        let dir = tempfile::Builder::new()
+            .prefix("cg-test.")
+            .tempdir_in(base)
+            .expect("tempdir");
+        TempRoot::init(dir)
+    }
+
+    fn init(dir: tempfile::TempDir) -> TempRoot {
+        let t = TempRoot { dir };
+        for d in ["containerd", "var/lib", "run/containerd", "img", "opt"] {
+            std::fs::create_dir_all(t.path().join(d)).expect("mkdir");
+        }
+        t.write_containerd_config("");
+        t
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// containerd's `root`: the path the ephemeral volume must be mounted at. Not created:
+    /// tests decide whether it is a directory, a mount point, or missing.
+    pub fn volume_path(&self) -> PathBuf {
+        self.path().join("var/lib/containerd")
+    }
+
+    pub fn state_path(&self) -> PathBuf {
+        self.path().join("run/containerd")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.state_path().join("containerd.sock")
+    }
+
+    pub fn images(&self) -> PathBuf {
+        self.path().join("img")
+    }
+
+    pub fn containerd_config(&self) -> PathBuf {
+        self.path().join("containerd/config.toml")
+    }
+
+    pub fn guard_config_path(&self) -> PathBuf {
+        self.path().join("guard.toml")
+    }
+
+    /// Writes containerd's config.toml (version 2) with root, state, grpc.address and the
+    /// CRI settings this sandbox needs; `extra` is appended verbatim.
+    pub fn write_containerd_config(&self, extra: &str) -> PathBuf {
+        let text = format!(
+            r#"version = 2
+root = "{root}"
+state = "{state}"
+
+[grpc]
+  address = "{sock}"
+
+[ttrpc]
+  address = "{sock}.ttrpc"
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{opt}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+{extra}
+"#,
+            root = self.volume_path().display(),
+            state = self.state_path().display(),
+            sock = self.socket().display(),
+            opt = self.path().join("opt").display(),
+        );
+        let p = self.containerd_config();
+        std::fs::write(&p, text).expect("write containerd config");
+        p
+    }
+
+    /// The guard's `state_dir` (status file, `volume.ok` marker): never the real `/run`.
+    pub fn guard_state_dir(&self) -> PathBuf {
+        self.path().join("run/containerd-guard")
+    }
+
+    /// Writes the guard's config: `state_dir` under this tree, `[containerd] config` names this tree's containerd
+    /// config, followed by `[volume]` with `volume` as its body, then `extra` verbatim
+    /// (further tables; must not repeat `[containerd]` or `[volume]`).
+    pub fn write_guard_config(&self, volume: &str, extra: &str) -> PathBuf {
+        let text = format!(
+            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\n\n[volume]\n{volume}\n{extra}\n",
+            self.guard_state_dir().display(),
+            self.containerd_config().display()
+        );
+        self.write_guard_config_raw(&text)
+    }
+
+    /// Writes the guard's config file exactly as given.
+    pub fn write_guard_config_raw(&self, text: &str) -> PathBuf {
+        let p = self.guard_config_path();
+        std::fs::write(&p, text).expect("write guard config");
+        p
+    }
+}
