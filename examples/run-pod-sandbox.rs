@@ -1,82 +1,48 @@
-//! The kubelet's view, for the demo (no crictl on Debian 12, no kubelet here): CRI
-//! RunPodSandbox of a host-network pod (empty hostname) with the configured sandbox image,
-//! then StopPodSandbox and RemovePodSandbox. Prints the sandbox ID or CRI's error and exits
-//! 0 or 1.
+//! The kubelet's view, for the demo and the VM tests' kubelet stand-in (no crictl on
+//! Debian 12, no kubelet here): CRI RunPodSandbox of a host-network pod with the configured
+//! sandbox image, then StopPodSandbox and RemovePodSandbox. Prints the sandbox ID or CRI's
+//! error and exits 0 or 1.
 //!
-//!   cargo run --release --example run-pod-sandbox -- /path/to/containerd.sock
+//!   cargo run --release --example run-pod-sandbox -- /path/to/containerd.sock [--keep]
+//!
+//! `--keep` leaves the sandbox running (the VM stand-in keeps its pod, as kubelet would).
 
-use containerd_guard::runtime::client::{connect, request, status_text};
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-use k8s_cri::v1::*;
-use std::time::Duration;
+use containerd_guard::runtime::pod::{remove_pod, start_host_network_pod};
+use std::path::PathBuf;
 
 fn main() {
-    let Some(socket) = std::env::args().nth(1) else {
-        eprintln!("usage: run-pod-sandbox SOCKET");
+    let mut args = std::env::args().skip(1);
+    let Some(socket) = args.next().map(PathBuf::from) else {
+        eprintln!("usage: run-pod-sandbox SOCKET [--keep]");
         std::process::exit(2);
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let keep = args.next().as_deref() == Some("--keep");
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("runtime");
-    let result: Result<String, String> = rt.block_on(async {
-        let conn = connect(std::path::Path::new(&socket), Duration::from_secs(5)).await?;
-        let mut c = RuntimeServiceClient::new(conn.channel.clone());
-        let config = PodSandboxConfig {
-            metadata: Some(PodSandboxMetadata {
-                name: format!("demo-{}", std::process::id()),
-                uid: format!("demo-uid-{}", std::process::id()),
-                namespace: "demo".into(),
-                attempt: 0,
-            }),
-            hostname: String::new(),
-            linux: Some(LinuxPodSandboxConfig {
-                security_context: Some(LinuxSandboxSecurityContext {
-                    namespace_options: Some(NamespaceOption {
-                        network: NamespaceMode::Node as i32,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let t = Duration::from_secs(60);
-        let id = c
-            .run_pod_sandbox(request(
-                RunPodSandboxRequest {
-                    config: Some(config),
-                    runtime_handler: String::new(),
-                },
-                None,
-                t,
-            ))
-            .await
-            .map_err(|s| status_text(&s))?
-            .into_inner()
-            .pod_sandbox_id;
-        let _ = c
-            .stop_pod_sandbox(request(
-                StopPodSandboxRequest {
-                    pod_sandbox_id: id.clone(),
-                },
-                None,
-                t,
-            ))
-            .await;
-        let _ = c
-            .remove_pod_sandbox(request(
-                RemovePodSandboxRequest {
-                    pod_sandbox_id: id.clone(),
-                },
-                None,
-                t,
-            ))
-            .await;
-        Ok(id)
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("run-pod-sandbox: cannot start the I/O runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let pid = std::process::id();
+    let result = rt.block_on(async {
+        let id = start_host_network_pod(
+            &socket,
+            &format!("standin-{pid}"),
+            &format!("standin-uid-{pid}"),
+            "standin",
+        )
+        .await?;
+        if !keep {
+            remove_pod(&socket, &id).await?;
+        }
+        Ok::<_, String>(id)
     });
     match result {
+        Ok(id) if keep => println!("RunPodSandbox: ok (sandbox {id}, left running)"),
         Ok(id) => println!("RunPodSandbox: ok (sandbox {id}, stopped and removed again)"),
         Err(e) => {
             println!("RunPodSandbox FAILED: {e}");

@@ -7,4 +7,5 @@ pub mod archive;
 pub mod client;
 pub mod gate;
 pub mod image;
+pub mod pod;
 pub mod probe;

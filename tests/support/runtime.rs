@@ -533,75 +533,19 @@ pub fn run_pod_sandbox(socket: &Path) -> Result<String, String> {
 
 /// RunPodSandbox only: the sandbox (a running task) stays until [`remove_pod_sandbox`].
 pub fn start_pod_sandbox(socket: &Path) -> Result<String, String> {
-    use containerd_guard::runtime::client::{connect, request, status_text};
-    use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-    use k8s_cri::v1::*;
-    block_on(async {
-        let conn = connect(socket, Duration::from_secs(5)).await?;
-        let mut c = RuntimeServiceClient::new(conn.channel.clone());
-        let config = PodSandboxConfig {
-            metadata: Some(PodSandboxMetadata {
-                name: super::unique("guard-test-", 8),
-                uid: super::random_uuid(),
-                namespace: "guard-test".into(),
-                attempt: 0,
-            }),
-            hostname: String::new(),
-            linux: Some(LinuxPodSandboxConfig {
-                security_context: Some(LinuxSandboxSecurityContext {
-                    namespace_options: Some(NamespaceOption {
-                        network: NamespaceMode::Node as i32,
-                        pid: NamespaceMode::Container as i32,
-                        ipc: NamespaceMode::Pod as i32,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let t = Duration::from_secs(60);
-        let req = RunPodSandboxRequest {
-            config: Some(config),
-            runtime_handler: String::new(),
-        };
-        Ok(c.run_pod_sandbox(request(req, None, t))
-            .await
-            .map_err(|s| status_text(&s))?
-            .into_inner()
-            .pod_sandbox_id)
-    })
+    let name = super::unique("guard-test-", 8);
+    let uid = super::random_uuid();
+    block_on(containerd_guard::runtime::pod::start_host_network_pod(
+        socket,
+        &name,
+        &uid,
+        "guard-test",
+    ))
 }
 
 /// StopPodSandbox and RemovePodSandbox.
 pub fn remove_pod_sandbox(socket: &Path, id: &str) -> Result<(), String> {
-    use containerd_guard::runtime::client::{connect, request, status_text};
-    use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-    use k8s_cri::v1::*;
-    block_on(async {
-        let conn = connect(socket, Duration::from_secs(5)).await?;
-        let mut c = RuntimeServiceClient::new(conn.channel.clone());
-        let t = Duration::from_secs(60);
-        let id = id.to_string();
-        c.stop_pod_sandbox(request(
-            StopPodSandboxRequest {
-                pod_sandbox_id: id.clone(),
-            },
-            None,
-            t,
-        ))
-        .await
-        .map_err(|s| status_text(&s))?;
-        c.remove_pod_sandbox(request(
-            RemovePodSandboxRequest { pod_sandbox_id: id },
-            None,
-            t,
-        ))
-        .await
-        .map_err(|s| status_text(&s))?;
-        Ok(())
-    })
+    block_on(containerd_guard::runtime::pod::remove_pod(socket, id))
 }
 
 /// Verifies an archive the way the guard does (for fixtures' sanity).

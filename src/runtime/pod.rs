@@ -1,0 +1,78 @@
+//! What kubelet does first on a node, and what the guard's promise is about: CRI
+//! RunPodSandbox of a host-network pod (empty hostname) with the configured sandbox image.
+//! The guard itself never starts pods; this is the kubelet's view for the demo
+//! (`examples/run-pod-sandbox.rs`), the integration tests and the VM tests' kubelet
+//! stand-in, so all three ask the question the same way.
+
+use super::client::{connect, request, status_text};
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_cri::v1::*;
+use std::path::Path;
+use std::time::Duration;
+
+/// One CRI call may take this long: RunPodSandbox pulls the sandbox image when missing.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Starts a host-network sandbox named `name` in pod namespace `namespace`; returns its ID
+/// or CRI's error text (the text kubelet would put in a `FailedCreatePodSandBox` event).
+pub async fn start_host_network_pod(
+    socket: &Path,
+    name: &str,
+    uid: &str,
+    namespace: &str,
+) -> Result<String, String> {
+    let conn = connect(socket, CONNECT_TIMEOUT).await?;
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let config = PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: name.to_string(),
+            uid: uid.to_string(),
+            namespace: namespace.to_string(),
+            attempt: 0,
+        }),
+        // Host-network sandboxes need an empty hostname (measured on containerd 1.6).
+        hostname: String::new(),
+        linux: Some(LinuxPodSandboxConfig {
+            security_context: Some(LinuxSandboxSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    network: NamespaceMode::Node as i32,
+                    pid: NamespaceMode::Container as i32,
+                    ipc: NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let req = RunPodSandboxRequest {
+        config: Some(config),
+        runtime_handler: String::new(),
+    };
+    Ok(c.run_pod_sandbox(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner()
+        .pod_sandbox_id)
+}
+
+/// StopPodSandbox then RemovePodSandbox, so nothing is left behind.
+pub async fn remove_pod(socket: &Path, id: &str) -> Result<(), String> {
+    let conn = connect(socket, CONNECT_TIMEOUT).await?;
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let stop = StopPodSandboxRequest {
+        pod_sandbox_id: id.to_string(),
+    };
+    c.stop_pod_sandbox(request(stop, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?;
+    let remove = RemovePodSandboxRequest {
+        pod_sandbox_id: id.to_string(),
+    };
+    c.remove_pod_sandbox(request(remove, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?;
+    Ok(())
+}
