@@ -642,3 +642,52 @@ fn s13_no_restart_without_a_durable_record() {
         .mentions("remedy.budget", &["cannot be recorded"]);
     assert_eq!(n.ctrd.restarts(), 0);
 }
+
+#[test]
+fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
+    require_root(TOOLS);
+    let t = TempRoot::new();
+    t.write_containerd_config("");
+    std::fs::create_dir_all(t.volume_path()).unwrap();
+    let log = t.path().join("restarts.log");
+    let restart = t.path().join("restart-logged");
+    std::fs::write(
+        &restart,
+        format!("#!/bin/sh\necho restart >> '{}'\n", log.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&restart, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Nothing is mounted at containerd's root: phase 1 fails and containerd never starts.
+    let cfg = t.write_guard_config_raw(&format!(
+        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"1s\"\nrestart = [\"{}\"]\n\n\
+         [volume]\nwait = \"200ms\"\n\n[hold]\ntimeout = \"30s\"\n",
+        t.guard_state_dir().display(),
+        t.containerd_config().display(),
+        restart.display()
+    ));
+    Guard::with_config(&cfg)
+        .run(&["--json", "volume"])
+        .expect(1, "volume.mounted", "fail");
+    let started = Instant::now();
+    let out = runtime(&cfg);
+    out.expect(1, "remedy.restart", "fail");
+    out.mentions("remedy.restart", &["phase 1", "volume.mounted"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "does not hold for the whole timeout when phase 1 failed: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !log.exists(),
+        "containerd was restarted although phase 1 held it back"
+    );
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert_eq!(status.code, 1, "{}", status.dump());
+    assert!(
+        status.stdout.contains("phase 1 (guard volume): FAILED")
+            && status.stdout.contains("volume.mounted"),
+        "{}",
+        status.dump()
+    );
+}

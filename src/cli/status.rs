@@ -1,8 +1,10 @@
-//! `guard status`: the last phase-2 outcome and this boot's remediation history, from the
-//! state file. Read-only.
+//! `guard status`: this boot's last phase-1 outcome, the last phase-2 outcome and the
+//! remediation history, from the files in `state_dir`. Read-only.
 
 use super::{Context, Exit};
+use crate::report::Status;
 use crate::state::{State, Store};
+use crate::state_file::{read_volume_record, VolumeRecord};
 
 pub fn run(ctx: &Context) -> Exit {
     let store = match Store::new(&ctx.host, &ctx.loaded.settings.state_dir) {
@@ -23,6 +25,7 @@ pub fn run(ctx: &Context) -> Exit {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{}: {e}", path.display())),
     };
+    let volume = read_volume_record(&ctx.host, &ctx.loaded.settings.state_dir);
     let state = match parsed {
         Ok(s) => s.filter(|s| s.boot_id == store.boot_id),
         Err(e) => {
@@ -44,12 +47,14 @@ pub fn run(ctx: &Context) -> Exit {
             serde_json::to_string_pretty(&serde_json::json!({
                 "state_file": path,
                 "boot_id": store.boot_id,
+                "volume": volume,
                 "state": state,
                 "corrupt_copy": corrupt_kept.exists().then_some(&corrupt_kept),
             }))
             .unwrap_or_default()
         );
     } else {
+        print_volume(volume.as_ref());
         println!("state file: {}", path.display());
         match &state {
             None => println!("no phase-2 run recorded this boot (boot {})", store.boot_id),
@@ -87,8 +92,34 @@ pub fn run(ctx: &Context) -> Exit {
             );
         }
     }
-    match state.as_ref().and_then(|s| s.terminal.as_ref()) {
-        Some(_) => Exit::Terminal,
-        None => Exit::Usable,
+    let terminal = state.as_ref().and_then(|s| s.terminal.as_ref()).is_some();
+    let held = volume.as_ref().and_then(VolumeRecord::held_by).is_some();
+    match (terminal, held) {
+        (true, _) => Exit::Terminal,
+        (false, true) => Exit::CheckFailed,
+        (false, false) => Exit::Usable,
+    }
+}
+
+/// Phase 1 first: when it held containerd back, that is the reason the node is down.
+fn print_volume(volume: Option<&VolumeRecord>) {
+    let Some(v) = volume else {
+        println!("phase 1 (guard volume): no run recorded this boot");
+        return;
+    };
+    match v.held_by() {
+        None => println!("phase 1 (guard volume): volume verified; containerd allowed to start"),
+        Some(_) => {
+            println!("phase 1 (guard volume): FAILED; containerd is held back");
+            for f in v.findings.iter().filter(|f| f.status == Status::Fail) {
+                println!("  {}: {}", f.id, f.summary);
+                for e in &f.evidence {
+                    println!("    seen: {e}");
+                }
+                if !f.remedy.is_empty() {
+                    println!("    fix:  {}", f.remedy);
+                }
+            }
+        }
     }
 }

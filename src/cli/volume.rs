@@ -9,13 +9,9 @@ use crate::policy::volume::{evaluate, worth_waiting, Phase};
 use crate::probe::blockdev::Lookup;
 use crate::probe::volume::{gather, VolumeFacts};
 use crate::report::{Report, Verdict};
+use crate::state_file::{write_atomic, VolumeRecord, VOLUME_MARKER, VOLUME_RECORD};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// Written on success, removed on failure: containerd's drop-in asserts it exists.
-pub const MARKER: &str = "volume.ok";
-/// The last phase-1 report, as JSON.
-pub const STATUS: &str = "volume.json";
 
 pub fn run(ctx: &Context) -> Exit {
     let containerd = match containerd_config(ctx) {
@@ -130,23 +126,14 @@ fn waiting_for(facts: &VolumeFacts, ctx: &Context) -> String {
 /// record is logged, never fatal: the exit code already tells systemd.
 fn record(ctx: &Context, report: &Report) {
     let dir = ctx.host.path(&ctx.loaded.settings.state_dir);
-    let boot_id = crate::state_file::boot_id(&ctx.host);
-    let status = serde_json::json!({
-        "phase": "volume",
-        "boot_id": boot_id,
-        "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        "verdict": report.verdict(),
-        "findings": report.findings,
-    });
-    let body = serde_json::to_vec_pretty(&status).unwrap_or_default();
-    if let Err(e) = crate::state_file::write_atomic(&dir.join(STATUS), &body) {
-        tracing::warn!("cannot write {}: {e}", dir.join(STATUS).display());
+    let record = VolumeRecord::new(crate::state_file::boot_id(&ctx.host), report);
+    let body = serde_json::to_vec_pretty(&record).unwrap_or_default();
+    if let Err(e) = write_atomic(&dir.join(VOLUME_RECORD), &body) {
+        tracing::warn!("cannot write {}: {e}", dir.join(VOLUME_RECORD).display());
     }
-    let marker = dir.join(MARKER);
+    let marker = dir.join(VOLUME_MARKER);
     let result = match report.verdict() {
-        Verdict::Usable => {
-            crate::state_file::write_atomic(&marker, format!("{boot_id}\n").as_bytes())
-        }
+        Verdict::Usable => write_atomic(&marker, format!("{}\n", record.boot_id).as_bytes()),
         Verdict::Unusable => match std::fs::remove_file(&marker) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),

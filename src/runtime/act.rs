@@ -15,6 +15,9 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Stri
     let (prog, args) = argv.split_first().ok_or("empty command")?;
     let mut child = tokio::process::Command::new(prog)
         .args(args)
+        // The guard's own notify socket is not the restart command's: systemd would log
+        // and drop its messages (only the main PID may notify).
+        .env_remove("NOTIFY_SOCKET")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -27,12 +30,18 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Stri
         use tokio::io::AsyncReadExt;
         let mut o = Vec::new();
         let mut e = Vec::new();
-        if let Some(s) = out.as_mut() {
-            let _ = s.read_to_end(&mut o).await;
-        }
-        if let Some(s) = err.as_mut() {
-            let _ = s.read_to_end(&mut e).await;
-        }
+        // Both pipes at once: a command that fills stderr first must not block on it.
+        let read_out = async {
+            if let Some(s) = out.as_mut() {
+                let _ = s.read_to_end(&mut o).await;
+            }
+        };
+        let read_err = async {
+            if let Some(s) = err.as_mut() {
+                let _ = s.read_to_end(&mut e).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
         let status = child.wait().await;
         (status, o, e)
     };

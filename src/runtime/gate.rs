@@ -12,6 +12,7 @@ use crate::policy::budget::{self, Decision};
 use crate::policy::runtime::{evaluate, normalize_ref, Knobs, RestartReason};
 use crate::report::{Finding, Status};
 use crate::state::{self, Loaded, Outcome, Record, State, Store};
+use crate::state_file::read_volume_record;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy)]
@@ -244,6 +245,30 @@ async fn gate(
         }
         let mut acted = false;
         if let Some(reason) = plan.restart {
+            // A containerd that phase 1 held back this boot is down on purpose: restarting
+            // it would only run the failing volume check again and spend the budget.
+            if let Some(held) =
+                read_volume_record(host, &settings.state_dir).and_then(|v| v.held_by())
+            {
+                rem.set(
+                    Finding::fail(
+                        "remedy.restart",
+                        "not restarting containerd: phase 1 held it back this boot",
+                    )
+                    .evidence(held)
+                    .remedy(
+                        "fix the volume (`guard status` says how), then `systemctl start containerd`",
+                    ),
+                );
+                record(
+                    &mut state,
+                    host,
+                    "containerd",
+                    "restart",
+                    "refused: phase 1 failed this boot",
+                );
+                break;
+            }
             let now_up = state::uptime(host);
             let decision = match &state {
                 Some(s) => budget::decide(&settings.remediation, s, now_up),
