@@ -1,13 +1,14 @@
-//! The kubelet's view, for the demo and the VM tests' kubelet stand-in (no crictl on
+//! The kubelet's view, for the demo and for the VM tests' kubelet stand-in (no crictl on
 //! Debian 12, no kubelet here): CRI RunPodSandbox of a host-network pod with the configured
-//! sandbox image, then StopPodSandbox and RemovePodSandbox. Prints the sandbox ID or CRI's
-//! error and exits 0 or 1.
+//! sandbox image, PodSandboxStatus until it says SANDBOX_READY, then StopPodSandbox and
+//! RemovePodSandbox. Prints `key=value` lines (`result=ok|fail`, `pod_sandbox_id=`,
+//! `state=`, `error=`) and exits 0 or 1.
 //!
 //!   cargo run --release --example run-pod-sandbox -- /path/to/containerd.sock [--keep]
 //!
-//! `--keep` leaves the sandbox running (the VM stand-in keeps its pod, as kubelet would).
+//! `--keep` leaves the sandbox running, as kubelet would (the VM stand-in does this).
 
-use containerd_guard::runtime::pod::{remove_pod, start_host_network_pod};
+use containerd_guard::runtime::pod::{remove_pod, sandbox_state, start_host_network_pod};
 use std::path::PathBuf;
 
 fn main() {
@@ -23,30 +24,42 @@ fn main() {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("run-pod-sandbox: cannot start the I/O runtime: {e}");
+            println!("result=fail\nerror=cannot start the I/O runtime: {e}");
             std::process::exit(1);
         }
     };
     let pid = std::process::id();
-    let result = rt.block_on(async {
-        let id = start_host_network_pod(
+    let ok = rt.block_on(async {
+        let id = match start_host_network_pod(
             &socket,
             &format!("standin-{pid}"),
             &format!("standin-uid-{pid}"),
             "standin",
         )
-        .await?;
+        .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                println!("result=fail\nerror=RunPodSandbox: {}", e.replace('\n', " "));
+                return false;
+            }
+        };
+        println!("pod_sandbox_id={id}");
+        let state = sandbox_state(&socket, &id).await;
+        let ready = matches!(&state, Ok(s) if s == "SANDBOX_READY");
+        match state {
+            Ok(s) => println!("state={s}"),
+            Err(e) => println!("error=PodSandboxStatus: {e}"),
+        }
         if !keep {
-            remove_pod(&socket, &id).await?;
+            if let Err(e) = remove_pod(&socket, &id).await {
+                println!("error=StopPodSandbox/RemovePodSandbox: {e}");
+                return false;
+            }
+            println!("removed=yes");
         }
-        Ok::<_, String>(id)
+        println!("result={}", if ready { "ok" } else { "fail" });
+        ready
     });
-    match result {
-        Ok(id) if keep => println!("RunPodSandbox: ok (sandbox {id}, left running)"),
-        Ok(id) => println!("RunPodSandbox: ok (sandbox {id}, stopped and removed again)"),
-        Err(e) => {
-            println!("RunPodSandbox FAILED: {e}");
-            std::process::exit(1);
-        }
-    }
+    std::process::exit(if ok { 0 } else { 1 });
 }

@@ -76,3 +76,23 @@ pub async fn remove_pod(socket: &Path, id: &str) -> Result<(), String> {
         .map_err(|s| status_text(&s))?;
     Ok(())
 }
+
+/// PodSandboxStatus's state name (`SANDBOX_READY` when the pause process runs).
+pub async fn sandbox_state(socket: &Path, id: &str) -> Result<String, String> {
+    let conn = connect(socket, CONNECT_TIMEOUT).await?;
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let req = PodSandboxStatusRequest {
+        pod_sandbox_id: id.to_string(),
+        verbose: false,
+    };
+    let status = c
+        .pod_sandbox_status(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner()
+        .status
+        .ok_or("PodSandboxStatus: no status in the answer")?;
+    Ok(PodSandboxState::try_from(status.state)
+        .map(|s| s.as_str_name().to_string())
+        .unwrap_or_else(|_| format!("state {}", status.state)))
+}

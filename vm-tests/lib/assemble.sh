@@ -40,7 +40,7 @@ printf '# vm-tests guest: no network\n' >"$root/etc/resolv.conf"
 
 # --- the test harness in the guest ---
 install -d "$root/usr/lib/vm-tests"
-install -m 0755 "$probe" "$root/usr/lib/vm-tests/cri-probe"
+install -m 0755 "$probe" "$root/usr/lib/vm-tests/run-pod-sandbox"
 install -m 0755 "$g/report.sh" "$root/usr/lib/vm-tests/report.sh"
 install -m 0755 "$g/vm-tests-generator" "$root/usr/lib/systemd/system-generators/vm-tests-generator"
 install -m 0644 "$g/kubelet.service" "$g/vm-tests-report.service" "$g/vm-tests-hotplug.service" \
