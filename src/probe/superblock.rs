@@ -52,36 +52,58 @@ fn c_string(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
+/// Where each known filesystem keeps its magic, UUID and label. Offsets are relative to
+/// the superblock, which starts at `at` bytes into the device.
+struct Layout {
+    fstype: &'static str,
+    at: u64,
+    magic_at: usize,
+    magic: &'static [u8],
+    uuid_at: usize,
+    label: std::ops::Range<usize>,
+}
+
+const LAYOUTS: &[Layout] = &[
+    // ext2/3/4: little-endian 0xEF53.
+    Layout {
+        fstype: "ext4",
+        at: 1024,
+        magic_at: 0x38,
+        magic: &[0x53, 0xef],
+        uuid_at: 0x68,
+        label: 0x78..0x88,
+    },
+    Layout {
+        fstype: "xfs",
+        at: 0,
+        magic_at: 0,
+        magic: b"XFSB",
+        uuid_at: 32,
+        label: 108..120,
+    },
+    Layout {
+        fstype: "btrfs",
+        at: 0x10000,
+        magic_at: 0x40,
+        magic: b"_BHRfS_M",
+        uuid_at: 0x20,
+        label: 0x12b..0x22b,
+    },
+];
+
 /// Identifies the filesystem on `device`, or `None` when none of the known formats is there.
 pub fn read_identity(device: &Path) -> io::Result<Option<FsIdentity>> {
     let mut f = File::open(device)?;
-    // ext2/3/4: superblock at 1024, magic 0xEF53 at +0x38.
-    if let Ok(sb) = read_at(&mut f, 1024, 0x88) {
-        if sb[0x38..0x3a] == [0x53, 0xef] {
+    for l in LAYOUTS {
+        // A device too small for this layout's superblock simply is not this format.
+        let Ok(sb) = read_at(&mut f, l.at, l.label.end) else {
+            continue;
+        };
+        if &sb[l.magic_at..l.magic_at + l.magic.len()] == l.magic {
             return Ok(Some(FsIdentity {
-                fstype: "ext4",
-                uuid: uuid_text(&sb[0x68..0x78]),
-                label: c_string(&sb[0x78..0x88]),
-            }));
-        }
-    }
-    // xfs: "XFSB" at 0, uuid at 32, 12-byte label at 108.
-    if let Ok(sb) = read_at(&mut f, 0, 120) {
-        if &sb[0..4] == b"XFSB" {
-            return Ok(Some(FsIdentity {
-                fstype: "xfs",
-                uuid: uuid_text(&sb[32..48]),
-                label: c_string(&sb[108..120]),
-            }));
-        }
-    }
-    // btrfs: superblock at 64 KiB, magic at +0x40, fsid at +0x20, label at +0x12b.
-    if let Ok(sb) = read_at(&mut f, 0x10000, 0x22b) {
-        if &sb[0x40..0x48] == b"_BHRfS_M" {
-            return Ok(Some(FsIdentity {
-                fstype: "btrfs",
-                uuid: uuid_text(&sb[0x20..0x30]),
-                label: c_string(&sb[0x12b..0x22b]),
+                fstype: l.fstype,
+                uuid: uuid_text(&sb[l.uuid_at..l.uuid_at + 16]),
+                label: c_string(&sb[l.label.clone()]),
             }));
         }
     }
@@ -210,19 +232,14 @@ mod tests {
         assert_eq!(read_identity(img.path()).unwrap(), None);
     }
 
-    #[test]
-    fn gpt_partition_guid_and_name_match_sfdisk() {
-        let img = tempfile::NamedTempFile::new().unwrap();
-        img.as_file().set_len(8 << 20).unwrap();
-        let script = "label: gpt\nlabel-id: 5B9E3C2A-1111-4222-8333-444455556666\n\
-                      start=2048, size=4096, name=\"containerd\", uuid=A1B2C3D4-E5F6-4789-8ABC-DEF012345678\n\
-                      start=6144, size=4096, name=\"other\"\n";
+    /// Partitions an image with util-linux's sfdisk, as an image builder would.
+    fn sfdisk(img: &Path, script: &str) {
         let mut child = Command::new("sfdisk")
             .arg("-q")
-            .arg(img.path())
+            .arg(img)
             .stdin(std::process::Stdio::piped())
             .spawn()
-            .expect("sfdisk (util-linux) is required for this test");
+            .expect("sfdisk (apt-get install fdisk) is required for this test");
         use std::io::Write;
         child
             .stdin
@@ -230,7 +247,17 @@ mod tests {
             .unwrap()
             .write_all(script.as_bytes())
             .unwrap();
-        assert!(child.wait().unwrap().success());
+        assert!(child.wait().unwrap().success(), "sfdisk failed");
+    }
+
+    #[test]
+    fn gpt_partition_guid_and_name_match_sfdisk() {
+        let img = tempfile::NamedTempFile::new().unwrap();
+        img.as_file().set_len(8 << 20).unwrap();
+        let script = "label: gpt\nlabel-id: 5B9E3C2A-1111-4222-8333-444455556666\n\
+                      start=2048, size=4096, name=\"containerd\", uuid=A1B2C3D4-E5F6-4789-8ABC-DEF012345678\n\
+                      start=6144, size=4096, name=\"other\"\n";
+        sfdisk(img.path(), script);
         let p = read_partition(img.path(), 1, 512).unwrap().unwrap();
         assert_eq!(p.partuuid, "a1b2c3d4-e5f6-4789-8abc-def012345678");
         assert_eq!(p.partlabel.as_deref(), Some("containerd"));
@@ -253,20 +280,10 @@ mod tests {
     fn mbr_partuuid_is_signature_dash_number() {
         let img = tempfile::NamedTempFile::new().unwrap();
         img.as_file().set_len(8 << 20).unwrap();
-        let mut child = Command::new("sfdisk")
-            .arg("-q")
-            .arg(img.path())
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .expect("sfdisk (util-linux) is required for this test");
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"label: dos\nlabel-id: 0xdeadbeef\nstart=2048, size=4096\n")
-            .unwrap();
-        assert!(child.wait().unwrap().success());
+        sfdisk(
+            img.path(),
+            "label: dos\nlabel-id: 0xdeadbeef\nstart=2048, size=4096\n",
+        );
         let p = read_partition(img.path(), 1, 512).unwrap().unwrap();
         assert_eq!(p.partuuid, "deadbeef-01");
         assert_eq!(p.partlabel, None);
