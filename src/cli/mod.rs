@@ -59,7 +59,8 @@ pub struct Cli {
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 
-    /// Read the host from this root instead of / (a fixture tree or /sysroot).
+    /// Read the whole host (/proc, /sys, /dev, /run, /etc) from this root instead of /:
+    /// a fixture tree copied from a real machine, for tests.
     #[arg(
         long,
         global = true,
@@ -100,7 +101,7 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// The last phase-2 outcome and this boot's remediation history.
+    /// This boot's phase-1 verdict, the last phase-2 outcome and the remediation history.
     Status,
     /// Clear this boot's terminal state and restart budget (after fixing the cause).
     Reset,
