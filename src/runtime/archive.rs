@@ -5,7 +5,7 @@
 //! against its file name and every layer against the config's diff IDs. A corrupt archive
 //! is refused with what did not match.
 
-use super::image::{diff_ids, is_index, manifest_parts, pick_manifest, sha256_digest, Desc};
+use super::image::{desc, diff_ids, is_index, manifest_parts, pick_manifest, sha256_digest, Desc};
 use crate::policy::runtime::normalize_ref;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -173,19 +173,7 @@ pub fn verify(
         let mut chosen: Option<Desc> = None;
         for e in entries {
             let name = image_name(e.get("annotations"));
-            let d = Desc {
-                media_type: e
-                    .get("mediaType")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                digest: e
-                    .get("digest")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                size: e.get("size").and_then(Value::as_i64).unwrap_or(0),
-            };
+            let d = desc(e).ok_or("index.json has an entry without mediaType or digest")?;
             let by_name = name.as_deref() == Some(wanted.split('@').next().unwrap_or(wanted));
             let by_digest = want_digest.as_deref() == Some(d.digest.as_str());
             if let Some(n) = name {
@@ -196,19 +184,7 @@ pub fn verify(
             }
         }
         if chosen.is_none() && entries.len() == 1 && want_digest.is_none() {
-            chosen = entries.first().map(|e| Desc {
-                media_type: e
-                    .get("mediaType")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                digest: e
-                    .get("digest")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                size: e.get("size").and_then(Value::as_i64).unwrap_or(0),
-            });
+            chosen = entries.first().and_then(desc);
         }
         let top = chosen.ok_or_else(|| {
             format!(

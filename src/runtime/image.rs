@@ -26,7 +26,9 @@ pub struct Desc {
     pub size: i64,
 }
 
-fn desc(v: &Value) -> Option<Desc> {
+/// A descriptor from JSON; `None` when `mediaType` or `digest` is missing (both are
+/// required by the OCI image spec).
+pub fn desc(v: &Value) -> Option<Desc> {
     Some(Desc {
         media_type: v.get("mediaType")?.as_str().unwrap_or("").to_string(),
         digest: v.get("digest")?.as_str()?.to_string(),
