@@ -102,26 +102,25 @@ fn not_found(e: &str) -> bool {
     e.contains("NotFound")
 }
 
-/// Reads a whole blob (small: index, manifest, config) and checks its digest.
-async fn read_blob(conn: &Conn, d: &Desc) -> Result<Vec<u8>, String> {
+/// Reads `size` bytes of a blob from the start (0: all of it, at most 16 MiB), bounded by
+/// the connection's timeout.
+async fn read_content(conn: &Conn, d: &Desc, size: i64) -> Result<Vec<u8>, String> {
     let mut c = ContentClient::new(conn.channel.clone());
     let req = ReadContentRequest {
         digest: d.digest.clone(),
         offset: 0,
-        size: 0,
+        size,
     };
+    let failed =
+        |s: tonic::Status| format!("Read {}: {}", d.digest, super::client::status_text(&s));
     let work = async {
         let mut stream = c
             .read(request(req, Some(K8S_NS), conn.timeout))
             .await
-            .map_err(|s| format!("Read {}: {}", d.digest, super::client::status_text(&s)))?
+            .map_err(failed)?
             .into_inner();
         let mut data = Vec::new();
-        while let Some(chunk) = stream
-            .message()
-            .await
-            .map_err(|s| format!("Read {}: {}", d.digest, super::client::status_text(&s)))?
-        {
+        while let Some(chunk) = stream.message().await.map_err(failed)? {
             data.extend_from_slice(&chunk.data);
             if data.len() > 16 << 20 {
                 return Err(format!("{}: larger than 16 MiB, not a manifest", d.digest));
@@ -129,9 +128,14 @@ async fn read_blob(conn: &Conn, d: &Desc) -> Result<Vec<u8>, String> {
         }
         Ok(data)
     };
-    let data = tokio::time::timeout(conn.timeout, work)
+    tokio::time::timeout(conn.timeout, work)
         .await
-        .map_err(|_| format!("Read {}: no answer in time", d.digest))??;
+        .map_err(|_| format!("Read {}: no answer in time", d.digest))?
+}
+
+/// Reads a whole blob (small: index, manifest, config) and checks its digest.
+async fn read_blob(conn: &Conn, d: &Desc) -> Result<Vec<u8>, String> {
+    let data = read_content(conn, d, 0).await?;
     if sha256_digest(&data) != d.digest {
         return Err(format!("{}: content does not match its digest", d.digest));
     }
@@ -161,26 +165,8 @@ async fn blob_present(conn: &Conn, d: &Desc) -> Result<(), String> {
             ));
         }
     }
-    let req = ReadContentRequest {
-        digest: d.digest.clone(),
-        offset: 0,
-        size: 1,
-    };
-    let work = async {
-        let mut stream = c
-            .read(request(req, Some(K8S_NS), conn.timeout))
-            .await
-            .map_err(|s| format!("Read {}: {}", d.digest, super::client::status_text(&s)))?
-            .into_inner();
-        stream
-            .message()
-            .await
-            .map_err(|s| format!("Read {}: {}", d.digest, super::client::status_text(&s)))?;
-        Ok::<(), String>(())
-    };
-    tokio::time::timeout(conn.timeout, work)
-        .await
-        .map_err(|_| format!("Read {}: no answer in time", d.digest))?
+    // The record alone can outlive the data (the stale state): read its first byte.
+    read_content(conn, d, 1).await.map(|_| ())
 }
 
 /// The full check of image `name` in namespace k8s.io.
