@@ -8,7 +8,7 @@
 //!
 //! `--keep` leaves the sandbox running, as kubelet would (the VM stand-in does this).
 
-use containerd_guard::runtime::pod::{remove_pod, sandbox_state, start_host_network_pod};
+use containerd_guard::containerd::pod::{remove_pod, sandbox_state, start_host_network_pod};
 use std::path::PathBuf;
 
 fn main() {

@@ -1,18 +1,28 @@
 //! containerd-guard: keeps a Kubernetes node from reporting Ready with a broken container
 //! runtime when containerd lives on an ephemeral volume.
 //!
-//! Every phase is the same pipeline: **probe** the host into plain facts ([`probe`]),
-//! decide with pure functions ([`policy`]), **act** within bounds, and **report**
-//! ([`report`]). Host paths all go through [`host::Host`] so probes run against fixtures.
+//! The layout is the architecture:
+//!
+//! - [`host`] reads the OS (mountinfo, block devices, superblocks, `/proc`) through
+//!   [`host::Host`], so fixture trees and `/sysroot` work the same; it judges nothing.
+//! - [`containerd`] talks to containerd (gRPC client with typed errors, its config, OCI
+//!   structure, image archives).
+//! - [`checks`] holds one folder per check family: `facts.rs` gathers, `rules.rs` judges
+//!   (pure, table-tested). How to add a family is written at the top of `checks/mod.rs`.
+//! - [`remedies`] change the host, each bounded: mount, restart, restore, pull, budget.
+//! - [`phases`] orchestrate: phase 1 (`volume`), phase 2 (`runtime`, a state machine) and
+//!   `verify`.
+//! - [`state`] owns `state_dir`: one reader, one atomic writer, the repair lock.
+//! - [`report`] turns findings into the table and the JSON; [`cli`] only dispatches.
 
-pub mod act;
+pub mod backoff;
+pub mod checks;
 pub mod cli;
 pub mod config;
+pub mod containerd;
 pub mod host;
 pub mod notify;
-pub mod policy;
-pub mod probe;
+pub mod phases;
+pub mod remedies;
 pub mod report;
-pub mod runtime;
 pub mod state;
-pub mod state_file;

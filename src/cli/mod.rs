@@ -8,8 +8,10 @@ mod verify;
 mod volume;
 
 use crate::config::{ConfigError, Loaded};
+use crate::containerd::config::ContainerdConfig;
 use crate::host::Host;
 use crate::report::{Report, Verdict};
+use crate::state::StateDir;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -148,6 +150,31 @@ pub fn main() -> i32 {
         Command::Config => config::run(&ctx),
     };
     exit as i32
+}
+
+/// containerd's config, named by `[containerd] config`; its errors are config errors.
+pub(crate) fn containerd_config(ctx: &Context) -> Result<ContainerdConfig, Exit> {
+    crate::phases::containerd_config(ctx).map_err(|e| {
+        eprintln!("guard: configuration error: {e}");
+        eprintln!(
+            "guard: (containerd's config, named by [containerd] config); nothing was checked"
+        );
+        Exit::Config
+    })
+}
+
+/// `state_dir` for this boot, for `status` and `reset`.
+pub(crate) fn state_dir(ctx: &Context) -> Result<StateDir, Exit> {
+    StateDir::open(&ctx.host, &ctx.loaded.settings.state_dir).map_err(|e| {
+        eprintln!("guard: {e}");
+        Exit::CheckFailed
+    })
+}
+
+/// The guard itself failed (not a check): said plainly, never a panic.
+pub(crate) fn internal_error(e: &str) -> Exit {
+    eprintln!("guard: internal error: {e}");
+    Exit::CheckFailed
 }
 
 pub(crate) fn config_error(e: &ConfigError) -> i32 {

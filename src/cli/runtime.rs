@@ -3,11 +3,11 @@
 //! the restart budget. Exit 0 only when usable; 4 when terminal.
 
 use super::{Context, Exit};
+use crate::phases::runtime::{End, Mode};
 use crate::report::Report;
-use crate::runtime::gate::{self, End, Mode};
 
 pub fn run(ctx: &Context, force: bool) -> Exit {
-    let containerd = match super::volume::containerd_config(ctx) {
+    let cd = match super::containerd_config(ctx) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
@@ -16,14 +16,10 @@ pub fn run(ctx: &Context, force: bool) -> Exit {
         repair: true,
         force,
     };
-    let g = gate::run(
-        &ctx.host,
-        &ctx.loaded.settings,
-        &containerd,
-        mode,
-        "guard runtime",
-    );
-    finish(ctx, Report::new(g.findings), g.end)
+    match crate::phases::run_runtime(ctx, &cd, mode, "guard runtime") {
+        Ok(gate) => finish(ctx, Report::new(gate.findings), gate.end),
+        Err(e) => super::internal_error(&e),
+    }
 }
 
 pub(crate) fn finish(ctx: &Context, report: Report, end: End) -> Exit {

@@ -5,7 +5,6 @@
 //! Three layers, as in zincati: fragment files -> one merged table with provenance ->
 //! typed, validated settings. A node with no file at all gets the defaults below.
 
-pub mod containerd;
 mod fragments;
 mod schema;
 pub mod units;

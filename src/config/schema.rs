@@ -119,7 +119,7 @@ impl Default for Settings {
         Settings {
             state_dir: PathBuf::from("/run/containerd-guard"),
             containerd: ContainerdSettings {
-                config: PathBuf::from(super::containerd::DEFAULT_CONFIG),
+                config: PathBuf::from(crate::containerd::config::DEFAULT_CONFIG),
                 socket: None,
                 wait: Duration::from_secs(60),
                 restart: ["systemctl", "restart", "containerd.service"]

@@ -5,7 +5,7 @@
 //! restart containerd`), and a CRI client to assert the kubelet's view (RunPodSandbox).
 
 use super::{poll_until, run, which, TempRoot};
-use containerd_guard::runtime::archive;
+use containerd_guard::containerd::archive;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -92,7 +92,7 @@ pub const MT_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 impl PauseImage {
     pub fn new(name: &str) -> PauseImage {
         let layer = tar(&[("pause", 0o755, pause_binary())]);
-        let arch = containerd_guard::policy::runtime::oci_arch(std::env::consts::ARCH);
+        let arch = containerd_guard::containerd::oci::oci_arch(std::env::consts::ARCH);
         let config = serde_json::to_vec(&serde_json::json!({
             "architecture": arch,
             "os": "linux",
@@ -457,13 +457,15 @@ impl Restartable {
                 self.log_tail()
             );
             block_on(async {
-                let conn = containerd_guard::runtime::client::connect(
+                let conn = containerd_guard::containerd::client::connect(
                     &self.socket,
                     Duration::from_secs(2),
                 )
                 .await
                 .ok()?;
-                containerd_guard::runtime::client::version(&conn).await.ok()
+                containerd_guard::containerd::client::version(&conn)
+                    .await
+                    .ok()
             })
         });
     }
@@ -535,7 +537,7 @@ pub fn run_pod_sandbox(socket: &Path) -> Result<String, String> {
 pub fn start_pod_sandbox(socket: &Path) -> Result<String, String> {
     let name = super::unique("guard-test-", 8);
     let uid = super::random_uuid();
-    block_on(containerd_guard::runtime::pod::start_host_network_pod(
+    block_on(containerd_guard::containerd::pod::start_host_network_pod(
         socket,
         &name,
         &uid,
@@ -545,12 +547,12 @@ pub fn start_pod_sandbox(socket: &Path) -> Result<String, String> {
 
 /// StopPodSandbox and RemovePodSandbox.
 pub fn remove_pod_sandbox(socket: &Path, id: &str) -> Result<(), String> {
-    block_on(containerd_guard::runtime::pod::remove_pod(socket, id))
+    block_on(containerd_guard::containerd::pod::remove_pod(socket, id))
 }
 
 /// Verifies an archive the way the guard does (for fixtures' sanity).
 pub fn archive_verifies(path: &Path, name: &str) -> Result<(), String> {
     let files = archive::read_tar(path)?;
-    let arch = containerd_guard::policy::runtime::oci_arch(std::env::consts::ARCH);
+    let arch = containerd_guard::containerd::oci::oci_arch(std::env::consts::ARCH);
     archive::verify(&files, name, "linux", arch).map(|_| ())
 }

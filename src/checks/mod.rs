@@ -1,0 +1,106 @@
+//! Check families. Each family is one folder with two files:
+//!
+//! - `facts.rs` reads what the family needs (through [`crate::host::Host`] or the
+//!   containerd client) into plain data. It judges nothing.
+//! - `rules.rs` turns those facts into [`Finding`](crate::report::Finding)s: pure functions,
+//!   table-tested without root. Rules import no I/O (`tests::rules_do_no_io` enforces it),
+//!   and they say what would fix a fault; the phase decides whether to act on it.
+//!
+//! Families: `volume` (phase 1: the disk at containerd's root), `runtime` (containerd
+//! answers, CRI serves), `stale` (containerd holds its metadata on the filesystem now
+//! mounted), `sandbox_image` (the pause image is complete and unpacked).
+//!
+//! # Adding a check family
+//!
+//! 1. Make `src/checks/<family>/facts.rs` and `rules.rs` and list them below.
+//! 2. Add its finding id(s) to [`crate::report::Id`] and a row to README.md's
+//!    "Finding ids" table (a test fails when the two differ).
+//! 3. Add one line to the phase's gather list (`Observation` and `observe()` in
+//!    `src/phases/runtime/`, or the volume phase's `gather`) and one to its judge list
+//!    (`judge()` in `src/phases/runtime/decide.rs`).
+//! 4. If the family has a remedy, put it in `src/remedies/` and give it a state in the
+//!    phase's state machine; remedies never live in rules.
+//!
+//! `docs/development.md` walks through an example.
+
+pub mod runtime {
+    pub mod facts;
+    pub mod rules;
+}
+
+pub mod sandbox_image {
+    pub mod facts;
+    pub mod rules;
+}
+
+pub mod stale {
+    pub mod facts;
+    pub mod rules;
+}
+
+pub mod volume {
+    pub mod facts;
+    pub mod rules;
+}
+
+#[cfg(test)]
+mod tests {
+    /// Words that mean a rules file reads or changes the host: files, processes, sockets,
+    /// the async runtime, gRPC, or the guard's own I/O modules.
+    const IO: &[&str] = &[
+        "std::fs",
+        "std::io",
+        "std::net",
+        "std::process",
+        "std::os::",
+        "std::thread",
+        "std::time::Instant",
+        "SystemTime",
+        "tokio",
+        "tonic",
+        "nix::",
+        "libsystemd",
+        "crate::host::Host",
+        "crate::containerd::client",
+        "crate::containerd::image",
+        "crate::notify",
+        "crate::state",
+        "async fn",
+        ".await",
+    ];
+
+    /// Every rules file's code outside its tests (tests may read fixture files).
+    fn rules_sources() -> Vec<(std::path::PathBuf, String)> {
+        let checks = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/checks");
+        let mut out = Vec::new();
+        for family in std::fs::read_dir(&checks).unwrap().flatten() {
+            let rules = family.path().join("rules.rs");
+            if let Ok(text) = std::fs::read_to_string(&rules) {
+                let code = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
+                out.push((rules, code));
+            }
+        }
+        let decide = checks.join("../phases/runtime/decide.rs");
+        let text = std::fs::read_to_string(&decide).unwrap();
+        out.push((
+            decide,
+            text.split("#[cfg(test)]").next().unwrap().to_string(),
+        ));
+        out
+    }
+
+    #[test]
+    fn rules_do_no_io() {
+        let sources = rules_sources();
+        assert!(sources.len() >= 5, "found only {sources:?}");
+        for (path, code) in sources {
+            for word in IO {
+                assert!(
+                    !code.contains(word),
+                    "{} mentions `{word}`: rules are pure; read the host in facts.rs",
+                    path.display()
+                );
+            }
+        }
+    }
+}

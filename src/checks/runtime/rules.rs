@@ -1,0 +1,159 @@
+//! Does containerd answer and does its CRI serve? Pure: facts from [`super::facts`].
+//! Ids: `runtime.answers`, `runtime.version`, `runtime.plugins`, `runtime.cri`,
+//! `runtime.network`.
+
+use super::facts::{Answering, Condition, PluginFact, RuntimeFacts};
+use crate::report::{Finding, Id};
+
+/// Settings these rules depend on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Knobs {
+    /// `[hold] require_network`: NetworkReady=false fails instead of warning.
+    pub require_network: bool,
+    /// The CRI snapshotter: its plugin failing makes the node unusable.
+    pub snapshotter: String,
+}
+
+/// The findings; `true` when containerd did not answer at all (a restart may help).
+pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, bool) {
+    let a = match &f.answering {
+        Ok(a) => a,
+        Err(e) => return (not_answering(f, e), true),
+    };
+    let answers = Finding::pass(
+        Id::RuntimeAnswers,
+        format!("containerd answers on {}", f.socket),
+    );
+    let conditions = a.cri_conditions.as_ref().ok();
+    let findings = vec![
+        answers,
+        version(a),
+        plugins(a, &knobs.snapshotter),
+        cri(a),
+        network(knobs, conditions.map(Vec::as_slice)),
+    ];
+    (findings, false)
+}
+
+fn not_answering(f: &RuntimeFacts, e: &str) -> Vec<Finding> {
+    let mut out = vec![Finding::fail(
+        Id::RuntimeAnswers,
+        format!("containerd does not answer on {}", f.socket),
+    )
+    .evidence(format!("{e} (tried for {})", f.waited))
+    .remedy(
+        "check `journalctl -u containerd`; the guard restarts a silent containerd within its \
+         budget",
+    )];
+    for id in [
+        Id::RuntimeVersion,
+        Id::RuntimePlugins,
+        Id::RuntimeCri,
+        Id::RuntimeNetwork,
+    ] {
+        out.push(Finding::skip(id, "containerd does not answer"));
+    }
+    out
+}
+
+fn version(a: &Answering) -> Finding {
+    match &a.version {
+        Ok((v, rev)) => Finding::pass(Id::RuntimeVersion, format!("containerd {v} ({rev})")),
+        Err(e) => Finding::warn(Id::RuntimeVersion, "containerd did not report its version")
+            .evidence(e.clone()),
+    }
+}
+
+/// Plugins whose failure makes the node unusable.
+fn required_plugin(p: &PluginFact, snapshotter: &str) -> bool {
+    (p.kind == "io.containerd.grpc.v1" && p.id == "cri")
+        || (p.kind == "io.containerd.metadata.v1" && p.id == "bolt")
+        || (p.kind == "io.containerd.snapshotter.v1" && p.id == snapshotter)
+}
+
+fn plugins(a: &Answering, snapshotter: &str) -> Finding {
+    const ID: Id = Id::RuntimePlugins;
+    let plugins = match &a.plugins {
+        Ok(p) => p,
+        Err(e) => return Finding::warn(ID, "introspection unavailable").evidence(e.clone()),
+    };
+    let (required, optional): (Vec<&PluginFact>, Vec<&PluginFact>) = plugins
+        .iter()
+        .filter(|p| p.init_err.is_some())
+        .partition(|p| required_plugin(p, snapshotter));
+    if !required.is_empty() {
+        let mut finding = Finding::fail(ID, "a plugin the CRI needs failed to initialise")
+            .remedy("fix the cause in the evidence, then restart containerd");
+        for p in required {
+            let why = p.init_err.as_deref().unwrap_or("");
+            finding = finding.evidence(format!("{}.{}: {why}", p.kind, p.id));
+        }
+        return finding;
+    }
+    if optional.is_empty() {
+        return Finding::pass(ID, format!("{} plugins loaded", plugins.len()));
+    }
+    let names: Vec<String> = optional
+        .iter()
+        .map(|p| format!("{}.{}", p.kind, p.id))
+        .collect();
+    Finding::pass(
+        ID,
+        format!(
+            "{} plugins loaded; not used here and not loaded: {}",
+            plugins.len() - names.len(),
+            names.join(", ")
+        ),
+    )
+}
+
+/// CRI Version answers and RuntimeReady is true. (RuntimeReady stays true in every broken
+/// state measured, so it is necessary, never sufficient.)
+fn cri(a: &Answering) -> Finding {
+    const ID: Id = Id::RuntimeCri;
+    let conditions = a.cri_conditions.as_ref();
+    let ready = conditions
+        .ok()
+        .and_then(|c| c.iter().find(|c| c.kind == "RuntimeReady"));
+    match (&a.cri_version, conditions, ready) {
+        (Ok(v), Ok(_), Some(c)) if c.status => {
+            Finding::pass(ID, format!("CRI {v} serves, RuntimeReady=true"))
+        }
+        (Ok(v), Ok(_), Some(c)) => Finding::fail(ID, format!("CRI {v}: RuntimeReady=false"))
+            .evidence(format!("{}: {}", c.reason, c.message))
+            .remedy("see containerd's log for the runtime error"),
+        (Ok(v), Ok(_), None) => {
+            Finding::fail(ID, format!("CRI {v} reports no RuntimeReady condition"))
+        }
+        (Err(e), _, _) | (_, Err(e), _) => Finding::fail(ID, "the CRI plugin does not serve")
+            .evidence(e.clone())
+            .remedy(
+                "check that containerd's config does not disable the cri plugin \
+                 (disabled_plugins)",
+            ),
+    }
+}
+
+fn network(knobs: &Knobs, conditions: Option<&[Condition]>) -> Finding {
+    const ID: Id = Id::RuntimeNetwork;
+    let network = conditions.and_then(|c| c.iter().find(|c| c.kind == "NetworkReady"));
+    let Some(c) = network else {
+        return match knobs.require_network {
+            true => Finding::fail(ID, "NetworkReady not reported"),
+            false => Finding::skip(ID, "NetworkReady not reported"),
+        };
+    };
+    if c.status {
+        return Finding::pass(ID, "NetworkReady=true");
+    }
+    let f = if knobs.require_network {
+        Finding::fail(ID, "NetworkReady=false ([hold] require_network = true)")
+    } else {
+        Finding::warn(
+            ID,
+            "NetworkReady=false (not required: CNI usually arrives after kubelet)",
+        )
+    };
+    f.evidence(format!("{}: {}", c.reason, c.message))
+        .remedy("install the CNI configuration (usually done by the cluster's network add-on)")
+}

@@ -1,0 +1,155 @@
+//! The sandbox image facts: not "is it listed" (listing lies when containerd is stale) but
+//! "is every content blob for this platform there, and is it unpacked". Walks the image's
+//! index and manifest through the content service, as `ctr images check` does, then stats
+//! the snapshot named by the layers' chain ID in the CRI snapshotter.
+
+use crate::containerd::client::Conn;
+use crate::containerd::image::{blob_present, read_blob, snapshot_exists, target};
+use crate::containerd::oci::{
+    chain_id, diff_ids, is_index, manifest_parts, normalize_ref, oci_arch, pick_manifest, Desc,
+};
+use serde_json::Value;
+
+/// What the sandbox image check found, from the content and snapshot services.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageState {
+    /// No image record with this name in namespace k8s.io.
+    Missing,
+    /// Listed, but some content is missing (listing lies in the stale state).
+    Incomplete {
+        missing: Vec<String>,
+    },
+    /// Content present, but the snapshot of its chain ID does not exist.
+    NotUnpacked {
+        chain_id: String,
+    },
+    Usable {
+        digest: String,
+        chain_id: String,
+    },
+    /// The check itself could not run.
+    Unknown(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// As configured.
+    pub reference: String,
+    /// The containerd image name it normalises to.
+    pub name: String,
+    /// Where the reference came from (config key).
+    pub source: String,
+    pub snapshotter: String,
+    pub platform: String,
+    pub state: ImageState,
+}
+
+/// Which image to check, and where its name came from (evidence).
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    pub reference: String,
+    pub source: String,
+    pub snapshotter: String,
+}
+
+pub async fn gather(conn: &Conn, w: &Wanted) -> ImageFacts {
+    let arch = oci_arch(std::env::consts::ARCH);
+    let name = normalize_ref(&w.reference);
+    let state = check(conn, &name, &w.snapshotter, "linux", arch).await;
+    ImageFacts {
+        reference: w.reference.clone(),
+        name,
+        source: w.source.clone(),
+        snapshotter: w.snapshotter.clone(),
+        platform: format!("linux/{arch}"),
+        state,
+    }
+}
+
+/// The full check of image `name` in namespace k8s.io.
+pub async fn check(conn: &Conn, name: &str, snapshotter: &str, os: &str, arch: &str) -> ImageState {
+    let top = match target(conn, name).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return ImageState::Missing,
+        Err(e) => return ImageState::Unknown(e.to_string()),
+    };
+    let manifest_desc = match platform_manifest(conn, top, os, arch).await {
+        Ok(d) => d,
+        Err(state) => return state,
+    };
+    let chain = match read_parts(conn, &manifest_desc).await {
+        Ok(chain) => chain,
+        Err(state) => return state,
+    };
+    match snapshot_exists(conn, snapshotter, &chain).await {
+        Ok(true) => ImageState::Usable {
+            digest: manifest_desc.digest,
+            chain_id: chain,
+        },
+        Ok(false) => ImageState::NotUnpacked { chain_id: chain },
+        Err(e) => ImageState::Unknown(e.to_string()),
+    }
+}
+
+fn incomplete(what: &str, e: String) -> ImageState {
+    ImageState::Incomplete {
+        missing: vec![format!("{what}: {e}")],
+    }
+}
+
+/// The manifest for this platform: the target itself, or picked from its index.
+async fn platform_manifest(
+    conn: &Conn,
+    top: Desc,
+    os: &str,
+    arch: &str,
+) -> Result<Desc, ImageState> {
+    if !is_index(&top.media_type) {
+        return Ok(top);
+    }
+    let index = read_blob(conn, &top)
+        .await
+        .map_err(|e| incomplete("index", e))?;
+    let v: Value = serde_json::from_slice(&index)
+        .map_err(|e| ImageState::Unknown(format!("index {}: {e}", top.digest)))?;
+    pick_manifest(&v, os, arch).ok_or_else(|| {
+        let e = format!("index {} has no {os}/{arch} manifest", top.digest);
+        incomplete("manifest", e)
+    })
+}
+
+/// The chain ID of the image's layers, after proving the manifest, the config and every
+/// layer are present.
+async fn read_parts(conn: &Conn, manifest_desc: &Desc) -> Result<String, ImageState> {
+    let manifest = read_blob(conn, manifest_desc)
+        .await
+        .map_err(|e| incomplete("manifest", e))?;
+    let Some((config_desc, layers)) = serde_json::from_slice::<Value>(&manifest)
+        .ok()
+        .as_ref()
+        .and_then(manifest_parts)
+    else {
+        let e = format!("manifest {} does not parse", manifest_desc.digest);
+        return Err(ImageState::Unknown(e));
+    };
+    let mut missing = Vec::new();
+    let config = read_blob(conn, &config_desc).await;
+    if let Err(e) = &config {
+        missing.push(format!("config: {e}"));
+    }
+    for l in &layers {
+        if let Err(e) = blob_present(conn, l).await {
+            missing.push(format!("layer: {e}"));
+        }
+    }
+    if !missing.is_empty() {
+        return Err(ImageState::Incomplete { missing });
+    }
+    let unknown = |what: &str| ImageState::Unknown(format!("config {} {what}", config_desc.digest));
+    let parsed: Value = serde_json::from_slice(&config.unwrap_or_default())
+        .map_err(|_| unknown("does not parse"))?;
+    diff_ids(&parsed)
+        .as_deref()
+        .and_then(chain_id)
+        .ok_or_else(|| unknown("has no rootfs.diff_ids"))
+}

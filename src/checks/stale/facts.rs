@@ -1,0 +1,168 @@
+//! The stale-runtime facts, read from `/proc/PID` of the containerd that serves the
+//! socket (found through the socket's peer credentials): which metadata databases it holds
+//! open, as what file, on which mount, and what is at their paths now. Judged by
+//! [`super::rules`].
+
+use crate::containerd::client::peer_pid;
+use crate::host::mountinfo::MountTable;
+use crate::host::Host;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A file's identity: device number (raw `st_dev`) and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl std::fmt::Display for FileId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = crate::host::mountinfo::DevNum::from_raw(self.dev);
+        write!(f, "{d}:{}", self.ino)
+    }
+}
+
+/// One open metadata database of containerd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenDb {
+    pub fd: u32,
+    /// `readlink /proc/PID/fd/N`.
+    pub link: String,
+    /// `stat /proc/PID/fd/N` (the open file itself).
+    pub open: Result<FileId, String>,
+    /// The path the file should be at (`root` + its relative path), as containerd sees it.
+    pub expected: PathBuf,
+    /// `stat /proc/PID/root/<expected>` now.
+    pub now: Result<FileId, String>,
+    /// `mnt_id:` from `/proc/PID/fdinfo/N`.
+    pub mnt_id: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleFacts {
+    /// containerd's PID from the socket's peer credentials.
+    pub pid: Result<i32, String>,
+    /// `/proc/PID/comm`, evidence only.
+    pub comm: String,
+    /// containerd's root path (from its config).
+    pub root: PathBuf,
+    /// The open metadata databases found in `/proc/PID/fd`.
+    pub dbs: Result<Vec<OpenDb>, String>,
+    /// `/proc/PID/mountinfo`: containerd's mount namespace.
+    pub mounts: Result<MountTable, String>,
+}
+
+/// The relative paths (under containerd's root) of the databases the detector looks at.
+pub fn is_metadata_db(rel: &Path) -> bool {
+    let parts: Vec<_> = rel.iter().map(|p| p.to_string_lossy()).collect();
+    match parts.as_slice() {
+        [dir, file] => {
+            (dir == "io.containerd.metadata.v1.bolt" && file == "meta.db")
+                || (dir.starts_with("io.containerd.snapshotter.v1.") && file == "metadata.db")
+        }
+        _ => false,
+    }
+}
+
+/// The detector's raw facts, read from `/proc/PID` of the socket's peer.
+pub fn gather(host: &Host, socket: &Path, root: &Path) -> StaleFacts {
+    let pid = peer_pid(socket);
+    let mut f = StaleFacts {
+        pid: pid.clone(),
+        comm: String::new(),
+        root: root.to_path_buf(),
+        dbs: Err("no pid".into()),
+        mounts: Err("no pid".into()),
+    };
+    let Ok(pid) = pid else { return f };
+    let proc = host.proc(pid.to_string());
+    f.comm = std::fs::read_to_string(proc.join("comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    // The kernel shows fd paths resolved: a root reached through a symlink is compared by
+    // its real path (resolved in containerd's mount namespace), or a healthy containerd
+    // would look stale.
+    f.root = real_root(&proc, root);
+    f.mounts = MountTable::read(&proc.join("mountinfo"));
+    f.dbs = open_dbs(&proc, &f.root);
+    f
+}
+
+fn real_root(proc: &Path, root: &Path) -> PathBuf {
+    let ns_root = proc.join("root");
+    let mut in_ns = ns_root.clone();
+    for c in root.components().skip(1) {
+        in_ns.push(c);
+    }
+    match (
+        std::fs::canonicalize(&in_ns),
+        std::fs::canonicalize(&ns_root),
+    ) {
+        (Ok(real), Ok(base)) => match real.strip_prefix(&base) {
+            Ok(rel) => Path::new("/").join(rel),
+            Err(_) => root.to_path_buf(),
+        },
+        _ => root.to_path_buf(),
+    }
+}
+
+fn file_id(p: &Path) -> Result<FileId, String> {
+    std::fs::metadata(p)
+        .map(|m| FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("missing ({e})"),
+            _ => e.to_string(),
+        })
+}
+
+fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
+    let fd_dir = proc.join("fd");
+    let entries = std::fs::read_dir(&fd_dir).map_err(|e| format!("{}: {e}", fd_dir.display()))?;
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(link) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        let link = link.to_string_lossy().into_owned();
+        let clean = link.trim_end_matches(" (deleted)");
+        // The last two components name the database, wherever the fd's filesystem now is.
+        let parts: Vec<&str> = clean.rsplitn(3, '/').collect();
+        if parts.len() < 2 {
+            continue;
+        }
+        let rel = PathBuf::from(parts[1]).join(parts[0]);
+        if !is_metadata_db(&rel) {
+            continue;
+        }
+        let expected = root.join(&rel);
+        // Resolve the path in containerd's mount namespace, not the guard's.
+        let mut in_ns = proc.join("root");
+        for c in expected.components().skip(1) {
+            in_ns.push(c);
+        }
+        let mnt_id = std::fs::read_to_string(proc.join("fdinfo").join(fd.to_string()))
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("mnt_id:").map(|v| v.trim().parse().ok()))
+                    .flatten()
+            });
+        out.push(OpenDb {
+            fd,
+            link,
+            open: file_id(&entry.path()),
+            expected,
+            now: file_id(&in_ns),
+            mnt_id,
+        });
+    }
+    out.sort_by_key(|d| d.fd);
+    Ok(out)
+}

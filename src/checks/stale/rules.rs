@@ -1,0 +1,397 @@
+//! Stale-runtime detection, the pure half: does the containerd that answers on the socket
+//! still hold its metadata on the filesystem that is now mounted at its root?
+//!
+//! The facts come from `/proc/PID/fd`, `/proc/PID/fdinfo` and `/proc/PID/mountinfo` of the
+//! containerd found through the socket's peer credentials ([`super::facts`]). The rules are
+//! the detector measured on a real containerd 1.6 (the TKGS failure reproduced on a loop
+//! volume mounted over a running containerd's root, and a lazily unmounted one):
+//!
+//! - the fd's link text must start with containerd's root path (a lazily detached mount
+//!   shows a path relative to the detached filesystem);
+//! - the fd's `mnt_id` must still be in containerd's mountinfo;
+//! - `dev:ino` of the open file must equal `dev:ino` of the same path resolved now in
+//!   containerd's mount namespace (something mounted over the root hides the open file);
+//! - same `dev:ino` but another `mnt_id` is a bind mount of the directory onto itself:
+//!   a warning, not a fault.
+
+use super::facts::{OpenDb, StaleFacts};
+use crate::host::mountinfo::MountTable;
+use crate::report::{Finding, Id};
+use std::path::Path;
+
+/// What the detector concluded for one database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbVerdict {
+    Current,
+    /// Same file, reached through another mount (bind mount onto itself).
+    OtherMount(String),
+    Stale(String),
+}
+
+pub fn judge_db(db: &OpenDb, root: &Path, mounts: &MountTable) -> DbVerdict {
+    let link = db.link.as_str();
+    if link.ends_with(" (deleted)") {
+        return DbVerdict::Stale(format!("fd {} points at a deleted file: {link}", db.fd));
+    }
+    if !Path::new(link).starts_with(root) {
+        return DbVerdict::Stale(format!(
+            "fd {} is {link}, outside {} (its filesystem was detached)",
+            db.fd,
+            root.display()
+        ));
+    }
+    if let Some(id) = db.mnt_id {
+        if mounts.by_id(id).is_none() {
+            return DbVerdict::Stale(format!(
+                "fd {} ({link}) is on mount {id}, which is no longer in containerd's mount table \
+                 (lazily unmounted)",
+                db.fd
+            ));
+        }
+    }
+    let open = match &db.open {
+        Ok(id) => *id,
+        Err(e) => return DbVerdict::Stale(format!("fd {} ({link}): cannot stat: {e}", db.fd)),
+    };
+    let now = match &db.now {
+        Ok(id) => *id,
+        Err(e) => {
+            return DbVerdict::Stale(format!(
+                "fd {} holds {link} ({open}) but {} is now {e}: another filesystem is mounted \
+                 over the root",
+                db.fd,
+                db.expected.display()
+            ))
+        }
+    };
+    if open != now {
+        return DbVerdict::Stale(format!(
+            "fd {} holds {link} as {open}, but that path is now {now}: another filesystem is \
+             mounted over the root",
+            db.fd
+        ));
+    }
+    let here = mounts.containing(&db.expected).map(|m| m.mount_id);
+    match (db.mnt_id, here) {
+        (Some(fd_mnt), Some(here)) if fd_mnt != here => DbVerdict::OtherMount(format!(
+            "fd {} ({link}) is the same file ({open}) but opened through mount {fd_mnt}, while \
+             the path is now on mount {here} (a bind mount of the directory onto itself?)",
+            db.fd
+        )),
+        _ => DbVerdict::Current,
+    }
+}
+
+const ID: Id = Id::RuntimeStale;
+
+/// `runtime.stale`: Fail when any database is stale, Warn on a same-file other-mount.
+/// `None`: containerd did not answer, so there is no process to inspect. The flag says
+/// whether containerd must be restarted.
+pub fn evaluate(f: Option<&StaleFacts>) -> (Finding, bool) {
+    let Some(f) = f else {
+        return (Finding::skip(ID, "containerd does not answer"), false);
+    };
+    let (who, dbs, mounts) = match inspectable(f) {
+        Ok(parts) => parts,
+        Err(finding) => return (finding, false),
+    };
+    let root = f.root.display().to_string();
+    let mut stale = Vec::new();
+    let mut other = Vec::new();
+    for db in dbs {
+        match judge_db(db, &f.root, mounts) {
+            DbVerdict::Current => {}
+            DbVerdict::OtherMount(why) => other.push(why),
+            DbVerdict::Stale(why) => stale.push(why),
+        }
+    }
+    if !stale.is_empty() {
+        let finding = Finding::fail(
+            ID,
+            format!("{who} runs against a filesystem no longer mounted at {root}"),
+        )
+        .remedy(
+            "restart containerd so it opens the volume now mounted there (the guard does this \
+             within its budget); until then its garbage collector may delete data",
+        );
+        return (with_evidence(finding, stale), true);
+    }
+    if !other.is_empty() {
+        let finding = Finding::warn(
+            ID,
+            format!("{who} reaches its metadata through another mount"),
+        );
+        return (with_evidence(finding, other), false);
+    }
+    let summary = format!(
+        "{who} holds {} database(s) on the filesystem mounted at {root}",
+        dbs.len()
+    );
+    (Finding::pass(ID, summary), false)
+}
+
+fn with_evidence(mut finding: Finding, lines: Vec<String>) -> Finding {
+    for line in lines {
+        finding = finding.evidence(line);
+    }
+    finding
+}
+
+/// Who serves the socket and what it holds open; a warning when that cannot be seen
+/// (the guard is not root, or not in the host's PID namespace): never a restart.
+fn inspectable(f: &StaleFacts) -> Result<(String, &Vec<OpenDb>, &MountTable), Finding> {
+    let pid = match &f.pid {
+        Ok(pid) => *pid,
+        Err(e) => {
+            return Err(
+                Finding::warn(ID, "cannot tell which process serves the socket")
+                    .evidence(e.clone())
+                    .remedy("run the guard as root on the host"),
+            )
+        }
+    };
+    let who = format!("containerd (pid {pid}, {})", f.comm);
+    let (dbs, mounts) = match (&f.dbs, &f.mounts) {
+        (Ok(d), Ok(m)) => (d, m),
+        (Err(e), _) | (_, Err(e)) => {
+            return Err(Finding::warn(ID, format!("cannot inspect {who}"))
+                .evidence(e.clone())
+                .remedy("run the guard as root in the host's PID namespace"))
+        }
+    };
+    if dbs.is_empty() {
+        let root = f.root.display();
+        return Err(Finding::warn(
+            ID,
+            format!("{who} holds no metadata database under {root} open"),
+        )
+        .evidence(format!(
+            "no fd of pid {pid} ends in io.containerd.metadata.v1.bolt/meta.db or \
+             io.containerd.snapshotter.v1.*/metadata.db"
+        ))
+        .remedy("check that the socket belongs to the containerd configured for this root"));
+    }
+    Ok((who, dbs, mounts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::stale::facts::{is_metadata_db, FileId};
+    use crate::report::Status;
+    use std::path::PathBuf;
+
+    const ROOT: &str = "/var/lib/containerd";
+
+    fn mounts() -> MountTable {
+        MountTable::parse(
+            "21 1 254:1 / / rw,relatime - ext4 /dev/vda1 rw\n\
+             30 21 7:3 / /var/lib/containerd rw,relatime - ext4 /dev/loop3 rw\n",
+        )
+        .unwrap()
+    }
+
+    fn db(link: &str, open: (u64, u64), now: Result<(u64, u64), &str>, mnt: u64) -> OpenDb {
+        OpenDb {
+            fd: 7,
+            link: link.into(),
+            open: Ok(FileId {
+                dev: open.0,
+                ino: open.1,
+            }),
+            expected: PathBuf::from(ROOT).join("io.containerd.metadata.v1.bolt/meta.db"),
+            now: now
+                .map(|(dev, ino)| FileId { dev, ino })
+                .map_err(str::to_string),
+            mnt_id: Some(mnt),
+        }
+    }
+
+    fn facts(dbs: Vec<OpenDb>) -> StaleFacts {
+        StaleFacts {
+            pid: Ok(42),
+            comm: "containerd".into(),
+            root: ROOT.into(),
+            dbs: Ok(dbs),
+            mounts: Ok(mounts()),
+        }
+    }
+
+    const META: &str = "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db";
+
+    #[test]
+    fn table() {
+        let loop3 = 7 << 8 | 3;
+        let vda1 = 254 << 8 | 1;
+        let cases: Vec<(&str, OpenDb, Status, &str)> = vec![
+            (
+                "healthy",
+                db(META, (loop3, 12), Ok((loop3, 12)), 30),
+                Status::Pass,
+                "holds 1",
+            ),
+            (
+                "tkgs: volume mounted over a running containerd",
+                db(META, (vda1, 99), Ok((loop3, 12)), 21),
+                Status::Fail,
+                "mounted over",
+            ),
+            (
+                "empty volume mounted over",
+                db(
+                    META,
+                    (vda1, 99),
+                    Err("missing (No such file or directory)"),
+                    21,
+                ),
+                Status::Fail,
+                "is now missing",
+            ),
+            (
+                "lazily unmounted: link text relative to the detached fs",
+                db(
+                    "/io.containerd.metadata.v1.bolt/meta.db",
+                    (loop3, 12),
+                    Ok((vda1, 5)),
+                    30,
+                ),
+                Status::Fail,
+                "detached",
+            ),
+            (
+                "lazily unmounted: mnt_id gone",
+                db(META, (loop3, 12), Ok((loop3, 12)), 77),
+                Status::Fail,
+                "lazily unmounted",
+            ),
+            (
+                "deleted file",
+                db(
+                    &format!("{META} (deleted)"),
+                    (loop3, 12),
+                    Ok((loop3, 13)),
+                    30,
+                ),
+                Status::Fail,
+                "deleted",
+            ),
+            (
+                "bind mount of the directory onto itself",
+                db(META, (loop3, 12), Ok((loop3, 12)), 21),
+                Status::Warn,
+                "another mount",
+            ),
+        ];
+        for (name, d, want, text) in cases {
+            let (f, restart) = evaluate(Some(&facts(vec![d])));
+            assert_eq!(f.status, want, "{name}: {f:?}");
+            assert_eq!(restart, want == Status::Fail, "{name}");
+            let all = format!("{} {}", f.summary, f.evidence.join(" "));
+            assert!(all.contains(text), "{name}: {all:?} lacks {text:?}");
+        }
+    }
+
+    #[test]
+    fn one_stale_database_among_current_ones_is_stale() {
+        let loop3 = 7 << 8 | 3;
+        let mut snap = db(META, (1, 1), Ok((loop3, 40)), 21);
+        snap.link = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/metadata.db".into();
+        let (f, restart) = evaluate(Some(&facts(vec![
+            db(META, (loop3, 12), Ok((loop3, 12)), 30),
+            snap,
+        ])));
+        assert_eq!(f.status, Status::Fail);
+        assert!(restart);
+        assert_eq!(f.evidence.len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn unknown_is_a_warning_never_a_restart() {
+        let mut f = facts(vec![]);
+        let (finding, restart) = evaluate(Some(&f));
+        assert_eq!(finding.status, Status::Warn);
+        assert!(!restart);
+        f.pid = Err("no peer credentials".into());
+        let (finding, restart) = evaluate(Some(&f));
+        assert_eq!(finding.status, Status::Warn);
+        assert!(!restart);
+    }
+
+    #[test]
+    fn metadata_db_names() {
+        for (p, want) in [
+            ("io.containerd.metadata.v1.bolt/meta.db", true),
+            ("io.containerd.snapshotter.v1.overlayfs/metadata.db", true),
+            ("io.containerd.snapshotter.v1.native/metadata.db", true),
+            ("io.containerd.content.v1.content/ingest/x", false),
+            ("meta.db", false),
+        ] {
+            assert_eq!(is_metadata_db(Path::new(p)), want, "{p}");
+        }
+    }
+
+    /// Facts captured from a real containerd 1.6.20 on this kind of machine (a loop-mounted
+    /// ext4 volume; see tests/fixtures/stale/README): `fds` has one line per open database,
+    /// `fd<TAB>link<TAB>open dev ino<TAB>now dev ino|missing<TAB>mnt_id`.
+    fn captured(name: &str) -> StaleFacts {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/stale")
+            .join(name);
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+        let id = |t: &str| -> Result<FileId, String> {
+            let mut it = t.split_whitespace();
+            match (it.next(), it.next()) {
+                (Some(d), Some(i)) => Ok(FileId {
+                    dev: d.parse().unwrap(),
+                    ino: i.parse().unwrap(),
+                }),
+                _ => Err(format!("{t} (No such file or directory)")),
+            }
+        };
+        let dbs = read("fds")
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                let link = f[1].to_string();
+                let rel: PathBuf = link
+                    .trim_end_matches(" (deleted)")
+                    .rsplitn(3, '/')
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                OpenDb {
+                    fd: f[0].parse().unwrap(),
+                    expected: PathBuf::from(ROOT).join(rel),
+                    link,
+                    open: id(f[2]),
+                    now: id(f[3]),
+                    mnt_id: f[4].parse().ok(),
+                }
+            })
+            .collect();
+        StaleFacts {
+            pid: Ok(4242),
+            comm: "containerd".into(),
+            root: ROOT.into(),
+            dbs: Ok(dbs),
+            mounts: MountTable::parse(&read("mountinfo")),
+        }
+    }
+
+    #[test]
+    fn captured_from_a_real_containerd() {
+        for (name, want, text) in [
+            ("healthy", Status::Pass, "holds 1"),
+            ("tkgs-mounted-over", Status::Fail, "mounted over"),
+            ("lazily-unmounted", Status::Fail, "detached"),
+        ] {
+            let (f, restart) = evaluate(Some(&captured(name)));
+            assert_eq!(f.status, want, "{name}: {f:?}");
+            assert_eq!(restart, want == Status::Fail, "{name}");
+            let all = format!("{} {}", f.summary, f.evidence.join(" "));
+            assert!(all.contains(text), "{name}: {all}");
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Gathers everything phase 1 decides on into [`VolumeFacts`]: plain data, no judgement.
+
+use crate::config::{DeviceSpec, Settings};
+use crate::host::blockdev::{self, Lookup};
+use crate::host::mountinfo::{MountEntry, MountTable};
+use crate::host::proc::processes_for_root;
+use crate::host::Host;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsStats {
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+    pub free_inodes: u64,
+    pub total_inodes: u64,
+}
+
+/// The root filesystem's own copy of the directory, hidden under the mount point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HiddenData {
+    pub entries: u64,
+    pub bytes: u64,
+    /// The walk stopped at its bound; the numbers are a lower limit.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerdSeen {
+    /// A process listens on containerd's socket.
+    pub socket_answers: bool,
+    pub socket: PathBuf,
+    /// containerd processes using this root: (pid, command line).
+    pub processes: Vec<(i32, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeFacts {
+    /// containerd's root, the path the ephemeral volume must be mounted at.
+    pub path: PathBuf,
+    pub mounts: Result<MountTable, String>,
+    /// The configured device and what it resolved to; `None` when not configured.
+    pub device: Option<(DeviceSpec, Lookup)>,
+    pub stats: Option<Result<FsStats, String>>,
+    /// Result of creating an unnamed temporary file on the volume (leaves no trace).
+    pub write_probe: Option<Result<(), String>>,
+    pub hidden: Option<Result<HiddenData, String>>,
+    pub containerd: ContainerdSeen,
+}
+
+impl VolumeFacts {
+    pub fn mount(&self) -> Option<&MountEntry> {
+        self.mounts.as_ref().ok()?.at(&self.path)
+    }
+}
+
+/// Bound on the hidden-data walk: it is evidence, not an inventory.
+const HIDDEN_WALK_LIMIT: u64 = 200_000;
+
+/// `root` is containerd's root as its config names it, inside the OS being checked.
+pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> VolumeFacts {
+    let path = host.in_namespace(root);
+    let path = path.as_path();
+    let mounts = MountTable::read(&host.mountinfo());
+    let device = settings
+        .volume
+        .device
+        .as_ref()
+        .map(|spec| (spec.clone(), blockdev::resolve(host, spec)));
+    let mounted = mounts.as_ref().ok().and_then(|t| t.at(path)).is_some();
+    let on_disk = host.os_file(root);
+    let (stats, write_probe, hidden) = if mounted {
+        (
+            Some(statvfs(&on_disk)),
+            Some(write_probe(&on_disk)),
+            Some(hidden_under(host, mounts.as_ref().ok(), path)),
+        )
+    } else {
+        (None, None, None)
+    };
+    VolumeFacts {
+        path: path.to_path_buf(),
+        device,
+        stats,
+        write_probe,
+        hidden,
+        containerd: seen(host, root, socket),
+        mounts,
+    }
+}
+
+fn statvfs(path: &Path) -> Result<FsStats, String> {
+    let s =
+        nix::sys::statvfs::statvfs(path).map_err(|e| format!("statvfs {}: {e}", path.display()))?;
+    let frag = s.fragment_size() as u64;
+    Ok(FsStats {
+        // f_bavail: what an unprivileged writer gets; containerd runs as root but the
+        // reserved blocks are the filesystem's emergency margin, not working space.
+        free_bytes: s.blocks_available() as u64 * frag,
+        total_bytes: s.blocks() as u64 * frag,
+        free_inodes: s.files_available() as u64,
+        total_inodes: s.files() as u64,
+    })
+}
+
+/// Proves the filesystem accepts writes with an O_TMPFILE file: nothing is left behind
+/// even if the guard is killed mid-way, so this is safe in read-only `verify` as well.
+fn write_probe(path: &Path) -> Result<(), String> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    let fd = open(
+        path,
+        OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(|e| format!("cannot create a file on {}: {e}", path.display()))?;
+    let written = nix::unistd::write(&fd, b"containerd-guard write probe\n")
+        .map_err(|e| format!("cannot write to {}: {e}", path.display()));
+    written.map(|_| ())
+}
+
+/// Looks under the mount point without changing any mount visible to others: a
+/// non-recursive detached clone (`open_tree(OPEN_TREE_CLONE)`) of the parent's mount shows
+/// the parent filesystem alone, including what the volume covers.
+fn hidden_under(
+    host: &Host,
+    table: Option<&MountTable>,
+    path: &Path,
+) -> Result<HiddenData, String> {
+    let table = table.ok_or("the mount table is unreadable")?;
+    let parent = path.parent().ok_or("volume path has no parent")?;
+    let name = path.file_name().ok_or("volume path has no name")?;
+    // The mount that holds the parent directory, and the parent's place inside it.
+    let holder = table
+        .containing(parent)
+        .ok_or("no mount holds the parent directory")?;
+    let below = parent
+        .strip_prefix(&holder.mount_point)
+        .unwrap_or(Path::new(""));
+    let tree = open_tree_clone(&host.path(&holder.mount_point))?;
+    let dir = Path::new("/proc/self/fd")
+        .join(tree.to_string())
+        .join(below)
+        .join(name);
+    let result = walk(&dir);
+    let _ = nix::unistd::close(tree);
+    result
+}
+
+fn open_tree_clone(mount_point: &Path) -> Result<i32, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c =
+        std::ffi::CString::new(mount_point.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // From <linux/mount.h>; not yet exported by the libc crate on every target.
+    const OPEN_TREE_CLONE: u32 = 1;
+    const OPEN_TREE_CLOEXEC: u32 = nix::libc::O_CLOEXEC as u32;
+    // SAFETY: open_tree(2) takes a dirfd, a NUL-terminated path and flags; it returns an
+    // fd or -1. No memory is shared with the kernel beyond the path.
+    let fd = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_open_tree,
+            nix::libc::AT_FDCWD,
+            c.as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "cannot look under {}: open_tree: {}",
+            mount_point.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(fd as i32)
+}
+
+fn walk(dir: &Path) -> Result<HiddenData, String> {
+    let mut data = HiddenData {
+        entries: 0,
+        bytes: 0,
+        truncated: false,
+    };
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if d == dir && e.kind() == std::io::ErrorKind::NotFound => return Ok(data),
+            Err(e) => return Err(format!("cannot read the hidden directory: {e}")),
+        };
+        for entry in entries.flatten() {
+            if data.entries >= HIDDEN_WALK_LIMIT {
+                data.truncated = true;
+                return Ok(data);
+            }
+            data.entries += 1;
+            if let Ok(meta) = entry.metadata() {
+                if meta.is_dir() {
+                    stack.push(entry.path());
+                } else {
+                    use std::os::unix::fs::MetadataExt;
+                    data.bytes += meta.blocks() * 512;
+                }
+            }
+        }
+    }
+    Ok(data)
+}
+
+/// Is containerd already running for this root? Phase 1 runs before containerd, so any
+/// answer but "no" means the boot order was lost.
+fn seen(host: &Host, root: &Path, socket: &Path) -> ContainerdSeen {
+    ContainerdSeen {
+        // A successful connect means a listener exists; nothing is sent.
+        socket_answers: UnixStream::connect(host.path(socket)).is_ok(),
+        socket: socket.to_path_buf(),
+        processes: processes_for_root(host, root),
+    }
+}

@@ -1,0 +1,352 @@
+//! Phase 1 policy: is the filesystem at containerd's root the intended ephemeral volume?
+//! Pure: settings + facts in, findings out. Ids are part of the public contract.
+
+use crate::checks::volume::facts::VolumeFacts;
+use crate::config::units::human_size;
+use crate::config::VolumeSettings;
+use crate::host::blockdev::Lookup;
+use crate::report::{Finding, Id};
+
+/// Where the checks run: before containerd (a live containerd is a fault) or by hand on a
+/// running node (a live containerd is normal; phase 2's stale check covers it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    BeforeContainerd,
+    Verify,
+}
+
+/// Filesystems that keep data in RAM or in another filesystem: never the ephemeral disk.
+const NOT_A_DISK: &[&str] = &["overlay", "tmpfs", "ramfs"];
+
+pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) -> Vec<Finding> {
+    let path = facts.path.display().to_string();
+    let mut out = Vec::new();
+
+    let table = match &facts.mounts {
+        Ok(t) => t,
+        Err(e) => {
+            out.push(
+                Finding::fail(Id::VolumeMounted, "cannot read the mount table")
+                    .evidence(e.clone())
+                    .remedy("run the guard as root on the host (not inside a container)"),
+            );
+            return out;
+        }
+    };
+    let root = table.root();
+    let mount = facts.mount();
+
+    // 1. A mount point at all.
+    match mount {
+        Some(m) => out.push(Finding::pass(
+            Id::VolumeMounted,
+            format!("{path} is a mount point ({} on {})", m.source, m.dev),
+        )),
+        None => {
+            let under = table.containing(&facts.path);
+            out.push(
+                Finding::fail(Id::VolumeMounted, format!("{path} is not a mount point"))
+                    .evidence(match under {
+                        Some(u) => format!(
+                            "{path} is a plain directory on {} ({} {}, mounted at {})",
+                            u.source,
+                            u.fstype,
+                            u.dev,
+                            u.mount_point.display()
+                        ),
+                        None => format!("no mount holds {path}"),
+                    })
+                    .remedy(format!(
+                        "mount the ephemeral volume at {path} (see `systemctl status {}` and \
+                         `journalctl -b -u {}`); containerd must not start until it is",
+                        mount_unit_name(&facts.path),
+                        mount_unit_name(&facts.path)
+                    )),
+            );
+        }
+    }
+
+    // 2. The configured device, compared by device number.
+    out.push(device_finding(facts, &path));
+
+    let Some(m) = mount else {
+        out.push(containerd_finding(facts, phase));
+        return out;
+    };
+
+    // 3. Filesystem type.
+    let allowed = settings
+        .fstypes
+        .iter()
+        .chain(&settings.allow)
+        .any(|t| *t == m.fstype);
+    out.push(if allowed {
+        Finding::pass(
+            Id::VolumeFstype,
+            format!("filesystem type {} is allowed", m.fstype),
+        )
+    } else {
+        Finding::fail(
+            Id::VolumeFstype,
+            format!("filesystem type {} is not allowed", m.fstype),
+        )
+        .evidence(format!(
+            "{path} is {} from {}; allowed: {}",
+            m.fstype,
+            m.source,
+            settings.fstypes.join(", ")
+        ))
+        .remedy(
+            "mount the ephemeral disk there, or add the type to [volume] fstypes if it is intended",
+        )
+    });
+
+    // 4. Not the root filesystem's device (a bind mount of a root directory looks mounted).
+    out.push(match root {
+        Some(r) if r.dev == m.dev => Finding::fail(
+            Id::VolumeNotRoot,
+            "the volume is on the root filesystem's device",
+        )
+        .evidence(format!(
+            "{path} is {} {} (directory {} of that filesystem); / is {} {}",
+            m.source,
+            m.dev,
+            m.fs_root.display(),
+            r.source,
+            r.dev
+        ))
+        .remedy(format!(
+            "unmount the bind mount at {path} and mount the ephemeral disk there"
+        )),
+        Some(r) => Finding::pass(
+            Id::VolumeNotRoot,
+            format!(
+                "device {} differs from the root filesystem's {}",
+                m.dev, r.dev
+            ),
+        ),
+        None => Finding::warn(
+            Id::VolumeNotRoot,
+            "the root mount is not visible; cannot compare",
+        )
+        .evidence("no entry for / in mountinfo"),
+    });
+
+    // 5. Disk-backed, unless explicitly allowed.
+    let ram = NOT_A_DISK.contains(&m.fstype.as_str());
+    out.push(if ram && !settings.allow.contains(&m.fstype) {
+        Finding::fail(
+            Id::VolumeBacking,
+            format!("{path} is {}, not a disk", m.fstype),
+        )
+        .evidence(format!(
+            "{} {} mounted from {:?}",
+            m.fstype, m.dev, m.source
+        ))
+        .remedy(format!(
+            "mount the ephemeral disk at {path}; to accept {} on purpose add it to [volume] allow",
+            m.fstype
+        ))
+    } else if ram {
+        Finding::warn(
+            Id::VolumeBacking,
+            format!("{path} is {} (allowed by [volume] allow)", m.fstype),
+        )
+    } else {
+        Finding::pass(Id::VolumeBacking, "the volume is disk-backed")
+    });
+
+    // 6. Writable.
+    out.push(if m.is_read_only() {
+        Finding::fail(Id::VolumeWritable, format!("{path} is read-only"))
+            .evidence(format!("mount options {}; filesystem options {}", m.mount_options.join(","), m.super_options.join(",")))
+            .remedy(format!(
+                "check `dmesg` for filesystem errors on {} (errors=remount-ro trips), run fsck, remount read-write",
+                m.source
+            ))
+    } else {
+        match &facts.write_probe {
+            Some(Err(e)) => Finding::fail(Id::VolumeWritable, format!("{path} does not accept writes"))
+                .evidence(e.clone())
+                .remedy(format!("check `dmesg` and the health of {}", m.source)),
+            _ => Finding::pass(Id::VolumeWritable, "the volume accepts writes"),
+        }
+    });
+
+    // 7. Space and inodes.
+    match &facts.stats {
+        Some(Ok(s)) => {
+            out.push(threshold(
+                Id::VolumeFreeSpace,
+                "free space",
+                s.free_bytes,
+                settings.min_free,
+                human_size,
+                &format!(
+                    "free space on {} or raise its size; [volume] min_free",
+                    m.source
+                ),
+            ));
+            out.push(threshold(
+                Id::VolumeFreeInodes,
+                "free inodes",
+                s.free_inodes,
+                settings.min_free_inodes,
+                |n| n.to_string(),
+                &format!(
+                    "remove files on {} or recreate it with more inodes; [volume] min_free_inodes",
+                    m.source
+                ),
+            ));
+        }
+        Some(Err(e)) => out
+            .push(Finding::fail(Id::VolumeFreeSpace, "cannot read free space").evidence(e.clone())),
+        None => {}
+    }
+
+    // 8. Traces of an earlier bad boot under the mount point.
+    match &facts.hidden {
+        Some(Ok(h)) if h.entries > 0 => out.push(
+            Finding::warn(
+                Id::VolumeHiddenData,
+                format!(
+                    "{}{} entries ({}) hidden under the mount point on the root filesystem",
+                    if h.truncated { "at least " } else { "" },
+                    h.entries,
+                    human_size(h.bytes)
+                ),
+            )
+            .evidence("containerd once ran on the root filesystem's copy of this directory (an earlier bad boot)")
+            .remedy(format!(
+                "after the node is healthy, inspect and remove the hidden copy: \
+                 mkdir /tmp/rootfs && mount --bind / /tmp/rootfs && du -sh /tmp/rootfs{path}"
+            )),
+        ),
+        Some(Ok(_)) => out.push(Finding::pass(Id::VolumeHiddenData, "nothing hidden under the mount point")),
+        Some(Err(e)) => out.push(Finding::skip(Id::VolumeHiddenData, "could not look under the mount point").evidence(e.clone())),
+        None => {}
+    }
+
+    out.push(containerd_finding(facts, phase));
+    out
+}
+
+/// True when what failed may still appear: the device or the mount is missing, and
+/// nothing that waiting cannot fix has failed.
+pub fn worth_waiting(facts: &VolumeFacts) -> bool {
+    let device_absent = matches!(facts.device, Some((_, Lookup::Absent { .. })));
+    let device_hopeless = matches!(facts.device, Some((_, Lookup::Invalid { .. })));
+    let unmounted = facts.mounts.is_ok() && facts.mount().is_none();
+    (device_absent || unmounted) && !device_hopeless
+}
+
+fn device_finding(facts: &VolumeFacts, path: &str) -> Finding {
+    let Some((spec, lookup)) = &facts.device else {
+        return Finding::warn(Id::VolumeDevice, "no [volume] device configured; the disk's identity is not checked")
+            .remedy("set [volume] device = \"LABEL=...\" (or UUID=, PARTUUID=, PARTLABEL=, /dev/...) in /etc/containerd-guard/config.d/");
+    };
+    match (lookup, facts.mount()) {
+        (Lookup::Found { dev, how, .. }, Some(m)) if *dev == m.dev => {
+            Finding::pass(Id::VolumeDevice, format!("{path} is {spec} ({dev})")).evidence(how.clone())
+        }
+        (Lookup::Found { dev, how, .. }, Some(m)) => Finding::fail(Id::VolumeDevice, format!("{path} is not {spec}"))
+            .evidence(format!("mounted: {} {} ({})", m.source, m.dev, m.fstype))
+            .evidence(format!("expected: {spec} = {dev}: {how}"))
+            .remedy(format!("unmount {path} and mount {spec} there (check fstab / the .mount unit)")),
+        (Lookup::Found { dev, how, .. }, None) => {
+            Finding::pass(Id::VolumeDevice, format!("{spec} is present ({dev}) but not mounted yet")).evidence(how.clone())
+        }
+        (Lookup::Absent { looked }, _) => Finding::fail(Id::VolumeDevice, format!("{spec} was not found"))
+            .evidence(looked.clone())
+            .remedy(format!(
+                "attach the ephemeral disk carrying {spec} (after an HA failover: check the VM's disks), \
+                 or correct [volume] device"
+            )),
+        (Lookup::Invalid { problem }, _) => Finding::fail(Id::VolumeDevice, format!("{spec} cannot be used"))
+            .evidence(problem.clone())
+            .remedy("give [volume] device a name that matches exactly one disk (UUID= is unique per filesystem)"),
+    }
+}
+
+fn containerd_finding(facts: &VolumeFacts, phase: Phase) -> Finding {
+    let c = &facts.containerd;
+    let running = c.socket_answers || !c.processes.is_empty();
+    match phase {
+        Phase::Verify => Finding::skip(
+            Id::VolumeContainerdNotStarted,
+            "containerd may run during verify; the runtime checks judge it",
+        ),
+        Phase::BeforeContainerd if !running => Finding::pass(
+            Id::VolumeContainerdNotStarted,
+            "containerd has not started yet",
+        ),
+        Phase::BeforeContainerd => {
+            let mut f = Finding::fail(
+                Id::VolumeContainerdNotStarted,
+                "containerd is already running: it started before the volume was verified",
+            );
+            if c.socket_answers {
+                f = f.evidence(format!("{} accepts connections", c.socket.display()));
+            }
+            for (pid, cmd) in &c.processes {
+                f = f.evidence(format!("pid {pid}: {cmd}"));
+            }
+            f.remedy(
+                "the boot order was lost: containerd.service must Require= and be After= \
+                 containerd-guard-volume.service; stop containerd, fix the ordering, then run \
+                 `guard verify` (a containerd on the wrong filesystem deletes image data)",
+            )
+        }
+    }
+}
+
+fn threshold(
+    id: Id,
+    what: &str,
+    have: u64,
+    need: u64,
+    show: impl Fn(u64) -> String,
+    remedy: &str,
+) -> Finding {
+    if have >= need {
+        Finding::pass(
+            id,
+            format!("{} {what} (minimum {})", show(have), show(need)),
+        )
+    } else {
+        Finding::fail(
+            id,
+            format!("only {} {what}, minimum {}", show(have), show(need)),
+        )
+        .remedy(remedy.to_string())
+    }
+}
+
+/// systemd's unit name for a mount point, for remedies (`/var/lib/containerd` ->
+/// `var-lib-containerd.mount`). Exotic characters are escaped as systemd-escape does.
+pub fn mount_unit_name(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    let trimmed = text.trim_matches('/');
+    if trimmed.is_empty() {
+        return "-.mount".into();
+    }
+    let mut out = String::new();
+    for (i, c) in trimmed.chars().enumerate() {
+        match c {
+            '/' => out.push('-'),
+            '.' if i == 0 => out.push_str("\\x2e"),
+            c if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == ':' => out.push(c),
+            c => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+        }
+    }
+    out + ".mount"
+}
+
+#[cfg(test)]
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,341 @@
+//! Table tests of the phase-1 rules on mount tables copied from real machines
+//! (`tests/fixtures/mountinfo/`).
+
+use super::*;
+use crate::checks::volume::facts::{ContainerdSeen, FsStats, HiddenData, VolumeFacts};
+use crate::config::{DeviceSpec, Settings};
+use crate::host::mountinfo::{DevNum, MountTable};
+use crate::report::Status;
+use std::path::{Path, PathBuf};
+
+fn table(name: &str) -> MountTable {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mountinfo")
+        .join(name);
+    MountTable::read(&p).unwrap()
+}
+
+/// A TKGS worker: /dev/sdb (8:16) at /var/lib/containerd, label "eph" configured.
+fn tkgs() -> (VolumeSettings, VolumeFacts) {
+    let mut settings = Settings::default().volume;
+    settings.device = Some(DeviceSpec::Label("eph".into()));
+    settings.min_free = 1 << 30;
+    settings.min_free_inodes = 1000;
+    let facts = VolumeFacts {
+        path: PathBuf::from("/var/lib/containerd"),
+        mounts: Ok(table("tkgs-worker.txt")),
+        device: Some((
+            DeviceSpec::Label("eph".into()),
+            Lookup::Found {
+                dev: DevNum {
+                    major: 8,
+                    minor: 16,
+                },
+                node: "/dev/disk/by-label/eph".into(),
+                how: "udev link".into(),
+            },
+        )),
+        stats: Some(Ok(FsStats {
+            free_bytes: 10 << 30,
+            total_bytes: 20 << 30,
+            free_inodes: 100_000,
+            total_inodes: 200_000,
+        })),
+        write_probe: Some(Ok(())),
+        hidden: Some(Ok(HiddenData {
+            entries: 0,
+            bytes: 0,
+            truncated: false,
+        })),
+        containerd: ContainerdSeen {
+            socket_answers: false,
+            socket: "/run/containerd/containerd.sock".into(),
+            processes: vec![],
+        },
+    };
+    (settings, facts)
+}
+
+fn status_of(findings: &[Finding], id: &str) -> Status {
+    findings
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("no finding {id} in {findings:#?}"))
+        .status
+}
+
+fn fails(findings: &[Finding]) -> Vec<&str> {
+    findings
+        .iter()
+        .filter(|f| f.status == Status::Fail)
+        .map(|f| f.id.as_str())
+        .collect()
+}
+
+#[test]
+fn healthy_tkgs_worker_passes_every_check() {
+    let (s, f) = tkgs();
+    let out = evaluate(&s, &f, Phase::BeforeContainerd);
+    assert!(fails(&out).is_empty(), "{out:#?}");
+    for id in [
+        "volume.mounted",
+        "volume.device",
+        "volume.fstype",
+        "volume.not-root",
+        "volume.backing",
+        "volume.writable",
+        "volume.free-space",
+        "volume.free-inodes",
+        "volume.hidden-data",
+        "volume.containerd-not-started",
+    ] {
+        assert_eq!(status_of(&out, id), Status::Pass, "{id}");
+    }
+    assert!(!worth_waiting(&f));
+}
+
+#[test]
+fn each_single_fault_fails_exactly_its_check() {
+    type Mutate = fn(&mut VolumeSettings, &mut VolumeFacts);
+    let cases: &[(&str, Mutate, &[&str])] = &[
+        (
+            "wrong device",
+            |_, f| {
+                f.device = Some((
+                    DeviceSpec::Label("eph".into()),
+                    Lookup::Found {
+                        dev: DevNum {
+                            major: 8,
+                            minor: 32,
+                        },
+                        node: "/dev/sdc".into(),
+                        how: "x".into(),
+                    },
+                ))
+            },
+            &["volume.device"],
+        ),
+        (
+            "device absent",
+            |_, f| {
+                f.device = Some((
+                    DeviceSpec::Label("eph".into()),
+                    Lookup::Absent {
+                        looked: "nothing".into(),
+                    },
+                ))
+            },
+            &["volume.device"],
+        ),
+        (
+            "duplicate label",
+            |_, f| {
+                f.device = Some((
+                    DeviceSpec::Label("eph".into()),
+                    Lookup::Invalid {
+                        problem: "two".into(),
+                    },
+                ))
+            },
+            &["volume.device"],
+        ),
+        (
+            "fstype not allowed",
+            |s, _| s.fstypes = vec!["xfs".into()],
+            &["volume.fstype"],
+        ),
+        (
+            "too little space",
+            |_, f| {
+                f.stats = Some(Ok(FsStats {
+                    free_bytes: 1 << 20,
+                    total_bytes: 1 << 30,
+                    free_inodes: 100_000,
+                    total_inodes: 200_000,
+                }))
+            },
+            &["volume.free-space"],
+        ),
+        (
+            "too few inodes",
+            |_, f| {
+                f.stats = Some(Ok(FsStats {
+                    free_bytes: 10 << 30,
+                    total_bytes: 20 << 30,
+                    free_inodes: 10,
+                    total_inodes: 200_000,
+                }))
+            },
+            &["volume.free-inodes"],
+        ),
+        (
+            "write probe fails",
+            |_, f| f.write_probe = Some(Err("EIO".into())),
+            &["volume.writable"],
+        ),
+        (
+            "containerd already serving",
+            |_, f| f.containerd.socket_answers = true,
+            &["volume.containerd-not-started"],
+        ),
+        (
+            "containerd process",
+            |_, f| f.containerd.processes = vec![(42, "/usr/bin/containerd".into())],
+            &["volume.containerd-not-started"],
+        ),
+    ];
+    for (name, mutate, want) in cases {
+        let (mut s, mut f) = tkgs();
+        mutate(&mut s, &mut f);
+        let out = evaluate(&s, &f, Phase::BeforeContainerd);
+        assert_eq!(&fails(&out), want, "case {name}: {out:#?}");
+        for fail in out.iter().filter(|x| x.status == Status::Fail) {
+            assert!(
+                !fail.remedy.is_empty() || fail.id == "volume.free-space",
+                "case {name}: {} has no remedy",
+                fail.id
+            );
+        }
+    }
+}
+
+#[test]
+fn hidden_data_is_a_warning_with_its_size() {
+    let (s, mut f) = tkgs();
+    f.hidden = Some(Ok(HiddenData {
+        entries: 12,
+        bytes: 3 << 30,
+        truncated: false,
+    }));
+    let out = evaluate(&s, &f, Phase::BeforeContainerd);
+    let h = out.iter().find(|x| x.id == "volume.hidden-data").unwrap();
+    assert_eq!(h.status, Status::Warn);
+    assert!(h.summary.contains("12 entries (3.0 GiB)"), "{}", h.summary);
+    assert!(fails(&out).is_empty());
+}
+
+#[test]
+fn bare_directory_on_root_fails_and_is_worth_waiting_for() {
+    let (s, mut f) = tkgs();
+    f.path = PathBuf::from("/var/lib/containerd-not-mounted");
+    f.stats = None;
+    f.write_probe = None;
+    f.hidden = None;
+    let out = evaluate(&s, &f, Phase::BeforeContainerd);
+    let m = out.iter().find(|x| x.id == "volume.mounted").unwrap();
+    assert_eq!(m.status, Status::Fail);
+    assert!(
+        m.evidence[0].contains("plain directory on /dev/sda1"),
+        "{m:?}"
+    );
+    assert!(
+        m.remedy
+            .contains("systemctl status var-lib-containerd\\x2dnot\\x2dmounted.mount"),
+        "{m:?}"
+    );
+    assert!(worth_waiting(&f));
+    // A device that can never match is not worth waiting for.
+    f.device = Some((
+        DeviceSpec::Label("eph".into()),
+        Lookup::Invalid {
+            problem: "two".into(),
+        },
+    ));
+    assert!(!worth_waiting(&f));
+}
+
+#[test]
+fn bind_mount_of_a_root_directory_is_caught() {
+    let (s, mut f) = tkgs();
+    f.mounts = Ok(table("real-loop-bind-stacked.txt"));
+    f.device = None;
+    let out = evaluate(&s, &f, Phase::BeforeContainerd);
+    assert_eq!(status_of(&out, "volume.not-root"), Status::Fail);
+    let nr = out.iter().find(|x| x.id == "volume.not-root").unwrap();
+    assert!(
+        nr.evidence[0].contains("directory /srv/containerd"),
+        "{nr:?}"
+    );
+    assert_eq!(
+        status_of(&out, "volume.device"),
+        Status::Warn,
+        "unset device is a warning"
+    );
+}
+
+#[test]
+fn tmpfs_and_overlay_fail_unless_allowed() {
+    for (file, path, fstype) in [
+        ("real-loop-bind-stacked.txt", "/mnt/stack", "tmpfs"),
+        ("container-overlay-root.txt", "/", "overlay"),
+    ] {
+        let (mut s, mut f) = tkgs();
+        f.mounts = Ok(table(file));
+        f.path = PathBuf::from(path);
+        f.device = None;
+        let out = evaluate(&s, &f, Phase::BeforeContainerd);
+        assert_eq!(status_of(&out, "volume.backing"), Status::Fail, "{fstype}");
+        assert_eq!(status_of(&out, "volume.fstype"), Status::Fail, "{fstype}");
+        s.allow = vec![fstype.into()];
+        let out = evaluate(&s, &f, Phase::BeforeContainerd);
+        assert_eq!(
+            status_of(&out, "volume.backing"),
+            Status::Warn,
+            "{fstype} allowed"
+        );
+        assert_eq!(
+            status_of(&out, "volume.fstype"),
+            Status::Pass,
+            "{fstype} allowed"
+        );
+    }
+}
+
+#[test]
+fn read_only_and_tripped_filesystems_are_not_writable() {
+    for path in ["/mnt/ro", "/mnt/remounted-ro", "/mnt/tab\there"] {
+        let (s, mut f) = tkgs();
+        f.mounts = Ok(table("real-loop-bind-stacked.txt"));
+        f.path = PathBuf::from(path);
+        f.device = None;
+        let out = evaluate(&s, &f, Phase::BeforeContainerd);
+        assert_eq!(status_of(&out, "volume.writable"), Status::Fail, "{path}");
+    }
+}
+
+#[test]
+fn verify_tolerates_a_running_containerd() {
+    let (s, mut f) = tkgs();
+    f.containerd.socket_answers = true;
+    let out = evaluate(&s, &f, Phase::Verify);
+    assert_eq!(
+        status_of(&out, "volume.containerd-not-started"),
+        Status::Skip
+    );
+    assert!(fails(&out).is_empty());
+}
+
+#[test]
+fn unreadable_mount_table_fails_closed() {
+    let (s, mut f) = tkgs();
+    f.mounts = Err("/proc/self/mountinfo: permission denied".into());
+    let out = evaluate(&s, &f, Phase::BeforeContainerd);
+    assert_eq!(fails(&out), vec!["volume.mounted"]);
+}
+
+#[test]
+fn mount_unit_names_follow_systemd_escape() {
+    assert_eq!(
+        mount_unit_name(Path::new("/var/lib/containerd")),
+        "var-lib-containerd.mount"
+    );
+    assert_eq!(
+        mount_unit_name(Path::new("/mnt/eph disk")),
+        "mnt-eph\\x20disk.mount"
+    );
+    assert_eq!(
+        mount_unit_name(Path::new("/var/lib/containerd-x")),
+        "var-lib-containerd\\x2dx.mount"
+    );
+    assert_eq!(mount_unit_name(Path::new("/")), "-.mount");
+}

@@ -1,0 +1,259 @@
+//! One gRPC channel to containerd's unix socket, used for both the containerd API and
+//! CRI v1. Every call carries a timeout and, where containerd needs it, the
+//! `containerd-namespace` header. Connecting is retried within a bound by the caller:
+//! a missing (`os error 2`) or dead (`os error 111`) socket fails at once.
+
+use crate::backoff::Backoff;
+use crate::config::units::format_duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tonic::transport::{Channel, Endpoint};
+
+/// The namespace the CRI plugin keeps kubelet's images and pods in.
+pub const K8S_NS: &str = "k8s.io";
+
+#[derive(Clone)]
+pub struct Conn {
+    pub channel: Channel,
+    pub socket: PathBuf,
+    /// Default bound for one unary call.
+    pub timeout: Duration,
+}
+
+/// Why a call to containerd failed. Code decides on the gRPC code, never on the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcError {
+    /// The call, e.g. `Images.Get`, for the evidence line.
+    pub call: String,
+    pub kind: RpcErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcErrorKind {
+    /// containerd answered with a gRPC status.
+    Status { code: tonic::Code, message: String },
+    /// No answer within the bound (a hung containerd, a socket nobody serves).
+    Timeout(Duration),
+    /// The socket could not be reached at all.
+    Connect(String),
+}
+
+impl RpcError {
+    fn new(call: &str, kind: RpcErrorKind) -> RpcError {
+        RpcError {
+            call: call.to_string(),
+            kind,
+        }
+    }
+
+    pub fn status(call: &str, s: &tonic::Status) -> RpcError {
+        let kind = RpcErrorKind::Status {
+            code: s.code(),
+            message: s.message().to_string(),
+        };
+        RpcError::new(call, kind)
+    }
+
+    /// The gRPC code, when containerd answered at all.
+    pub fn code(&self) -> Option<tonic::Code> {
+        match &self.kind {
+            RpcErrorKind::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(tonic::Code::NotFound)
+    }
+
+    /// `Unimplemented` still proves a gRPC server answers on the socket.
+    pub fn is_unimplemented(&self) -> bool {
+        self.code() == Some(tonic::Code::Unimplemented)
+    }
+}
+
+/// Short, stable text: `Images.Get: NotFound: ...`, `Version: no answer within 5s`.
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            RpcErrorKind::Status { code, message } if message.is_empty() => {
+                write!(f, "{}: {code:?}", self.call)
+            }
+            RpcErrorKind::Status { code, message } => {
+                write!(f, "{}: {code:?}: {message}", self.call)
+            }
+            RpcErrorKind::Timeout(t) => {
+                write!(f, "{}: no answer within {}", self.call, format_duration(*t))
+            }
+            RpcErrorKind::Connect(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<RpcError> for String {
+    fn from(e: RpcError) -> String {
+        e.to_string()
+    }
+}
+
+impl Conn {
+    /// A request carrying this connection's deadline and, when given, the namespace header.
+    pub fn request<T>(&self, msg: T, ns: Option<&str>) -> tonic::Request<T> {
+        request(msg, ns, self.timeout)
+    }
+
+    /// Awaits one call under this connection's bound.
+    pub async fn call<T, F>(&self, what: &str, fut: F) -> Result<T, RpcError>
+    where
+        F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        bounded(what, self.timeout, fut).await
+    }
+}
+
+/// Short, stable text for a failed call: `Unimplemented: ...`, `NotFound: ...`.
+pub fn status_text(s: &tonic::Status) -> String {
+    RpcError::status("", s)
+        .to_string()
+        .trim_start_matches(": ")
+        .to_string()
+}
+
+/// Builds a request with a deadline and, when given, the namespace header.
+pub fn request<T>(msg: T, ns: Option<&str>, timeout: Duration) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    req.set_timeout(timeout);
+    if let Some(ns) = ns {
+        if let Ok(v) = ns.parse() {
+            req.metadata_mut().insert("containerd-namespace", v);
+        }
+    }
+    req
+}
+
+/// Runs one call under a hard timeout (on top of the gRPC deadline, which a peer that
+/// never answers the HTTP/2 handshake would not honour).
+pub async fn bounded<T, F>(what: &str, timeout: Duration, fut: F) -> Result<T, RpcError>
+where
+    F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(Ok(resp)) => Ok(resp.into_inner()),
+        Ok(Err(s)) => Err(RpcError::status(what, &s)),
+        Err(_) => Err(RpcError::new(what, RpcErrorKind::Timeout(timeout))),
+    }
+}
+
+/// One connection attempt, bounded by `timeout`.
+pub async fn connect(socket: &Path, timeout: Duration) -> Result<Conn, RpcError> {
+    let unreachable = |e: String| RpcError::new("connect", RpcErrorKind::Connect(e));
+    let path = socket.to_path_buf();
+    let endpoint = Endpoint::try_from("http://[::]:50051")
+        .map_err(|e| unreachable(e.to_string()))?
+        .connect_timeout(timeout)
+        .timeout(timeout);
+    let connector = tower::service_fn(move |_: tonic::transport::Uri| {
+        let path = path.clone();
+        async move {
+            let stream = tokio::net::UnixStream::connect(path).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    });
+    let channel =
+        match tokio::time::timeout(timeout, endpoint.connect_with_connector(connector)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                return Err(unreachable(format!(
+                    "{}: {}",
+                    socket.display(),
+                    error_chain(&e)
+                )))
+            }
+            Err(_) => {
+                return Err(unreachable(format!(
+                    "{}: connection not established within {}",
+                    socket.display(),
+                    format_duration(timeout)
+                )))
+            }
+        };
+    Ok(Conn {
+        channel,
+        socket: socket.to_path_buf(),
+        timeout,
+    })
+}
+
+/// containerd's version and revision, or why it did not say.
+pub type VersionAnswer = Result<(String, String), RpcError>;
+
+/// Connects and proves containerd answers (Version), retrying with backoff until `wait`
+/// passes. Returns the connection and its version, or the last error seen.
+pub async fn connect_answering(
+    socket: &Path,
+    wait: Duration,
+    call_timeout: Duration,
+) -> Result<(Conn, VersionAnswer), RpcError> {
+    let deadline = Instant::now() + wait;
+    let mut pause = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let err = match answering_once(socket, call_timeout.min(left.max(MIN_TRY))).await {
+            Ok(ok) => return Ok(ok),
+            Err(e) => e,
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(err);
+        }
+        tracing::debug!("containerd not answering yet: {err}");
+        tokio::time::sleep(pause.next().min(left)).await;
+    }
+}
+
+/// Even the last try before a deadline gets this long to connect.
+const MIN_TRY: Duration = Duration::from_millis(100);
+
+async fn answering_once(
+    socket: &Path,
+    timeout: Duration,
+) -> Result<(Conn, VersionAnswer), RpcError> {
+    let conn = connect(socket, timeout).await?;
+    match version(&conn).await {
+        Err(e) if !e.is_unimplemented() => Err(e),
+        v => Ok((conn, v)),
+    }
+}
+
+pub async fn version(conn: &Conn) -> VersionAnswer {
+    use containerd_client::services::v1::version_client::VersionClient;
+    let mut c = VersionClient::new(conn.channel.clone());
+    let r = conn
+        .call("Version", c.version(conn.request((), None)))
+        .await?;
+    Ok((r.version, r.revision))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+/// The PID serving `socket`, from the peer credentials of a fresh connection (SO_PEERCRED):
+/// exact, unlike a search by process name.
+pub fn peer_pid(socket: &Path) -> Result<i32, String> {
+    let s = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|e| format!("SO_PEERCRED on {}: {e}", socket.display()))?;
+    Ok(cred.pid())
+}

@@ -1,0 +1,239 @@
+//! What the guard needs from containerd's own `config.toml` (versions 1, 2 and 3): where
+//! its root (the ephemeral volume) and state live, its socket, the sandbox image and the
+//! CRI snapshotter. A missing file means containerd's built-in defaults, as containerd
+//! itself behaves.
+
+use std::path::{Path, PathBuf};
+use toml::Value;
+
+/// The file containerd reads when started without `--config`.
+pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
+pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
+pub const DEFAULT_STATE: &str = "/run/containerd";
+pub const DEFAULT_ADDRESS: &str = "/run/containerd/containerd.sock";
+/// containerd 1.6's built-in sandbox image (config versions 1 and 2).
+pub const DEFAULT_SANDBOX_V2: &str = "registry.k8s.io/pause:3.6";
+/// containerd 2.x's built-in sandbox image (config version 3).
+pub const DEFAULT_SANDBOX_V3: &str = "registry.k8s.io/pause:3.10";
+pub const DEFAULT_SNAPSHOTTER: &str = "overlayfs";
+
+const CRI_V2: &str = "io.containerd.grpc.v1.cri";
+const CRI_IMAGES_V3: &str = "io.containerd.cri.v1.images";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerdConfig {
+    /// The file read, or `None` when it does not exist (defaults apply).
+    pub file: Option<PathBuf>,
+    pub version: i64,
+    pub root: PathBuf,
+    pub state: PathBuf,
+    pub address: PathBuf,
+    pub sandbox_image: String,
+    /// Which key named the sandbox image, for evidence lines.
+    pub sandbox_image_key: &'static str,
+    pub snapshotter: String,
+}
+
+impl ContainerdConfig {
+    pub fn defaults() -> ContainerdConfig {
+        ContainerdConfig {
+            file: None,
+            version: 2,
+            root: DEFAULT_ROOT.into(),
+            state: DEFAULT_STATE.into(),
+            address: DEFAULT_ADDRESS.into(),
+            sandbox_image: DEFAULT_SANDBOX_V2.into(),
+            sandbox_image_key: "(containerd default)",
+            snapshotter: DEFAULT_SNAPSHOTTER.into(),
+        }
+    }
+}
+
+/// Reads `path` (already mapped through the host root). Errors name the file and key.
+/// The socket the guard talks to: `[containerd] socket` if set, else containerd's own
+/// `grpc.address`.
+pub fn socket(settings: &crate::config::Settings, cd: &ContainerdConfig) -> PathBuf {
+    settings
+        .containerd
+        .socket
+        .clone()
+        .unwrap_or_else(|| cd.address.clone())
+}
+
+pub fn load(path: &Path) -> Result<ContainerdConfig, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(ContainerdConfig::defaults())
+        }
+        Err(e) => {
+            return Err(format!(
+                "{}: cannot read containerd config: {e}",
+                path.display()
+            ))
+        }
+    };
+    parse(&text)
+        .map(|mut c| {
+            c.file = Some(path.to_path_buf());
+            c
+        })
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+pub fn parse(text: &str) -> Result<ContainerdConfig, String> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| format!("not valid TOML: {}", e.message().trim()))?;
+    // containerd treats a file without `version` as version 1.
+    let version = match table.get("version") {
+        None => 1,
+        Some(Value::Integer(v @ 1..=3)) => *v,
+        Some(other) => return Err(format!("key `version`: {other} is not 1, 2 or 3")),
+    };
+    let mut c = ContainerdConfig::defaults();
+    c.version = version;
+    if let Some(root) = get_str(&table, &["root"])? {
+        c.root = absolute("root", root)?;
+    }
+    if let Some(state) = get_str(&table, &["state"])? {
+        c.state = absolute("state", state)?;
+    }
+    if let Some(address) = get_str(&table, &["grpc", "address"])? {
+        c.address = absolute("grpc.address", address)?;
+    }
+    let (image_path, snap_path): (&[&str], &[&str]) = match version {
+        1 => (
+            &["plugins", "cri", "sandbox_image"],
+            &["plugins", "cri", "containerd", "snapshotter"],
+        ),
+        2 => (
+            &["plugins", CRI_V2, "sandbox_image"],
+            &["plugins", CRI_V2, "containerd", "snapshotter"],
+        ),
+        _ => (
+            &["plugins", CRI_IMAGES_V3, "pinned_images", "sandbox"],
+            &["plugins", CRI_IMAGES_V3, "snapshotter"],
+        ),
+    };
+    if version == 3 {
+        c.sandbox_image = DEFAULT_SANDBOX_V3.into();
+    }
+    if let Some(image) = get_str(&table, image_path)? {
+        c.sandbox_image = image.to_string();
+        c.sandbox_image_key = match version {
+            1 => "plugins.cri.sandbox_image",
+            2 => "plugins.\"io.containerd.grpc.v1.cri\".sandbox_image",
+            _ => "plugins.\"io.containerd.cri.v1.images\".pinned_images.sandbox",
+        };
+    }
+    if let Some(snapshotter) = get_str(&table, snap_path)? {
+        c.snapshotter = snapshotter.to_string();
+    }
+    Ok(c)
+}
+
+fn get_str<'a>(table: &'a toml::Table, path: &[&str]) -> Result<Option<&'a str>, String> {
+    let mut current = table;
+    for (i, part) in path.iter().enumerate() {
+        let Some(value) = current.get(*part) else {
+            return Ok(None);
+        };
+        let dotted = path[..=i].join(".");
+        if i + 1 == path.len() {
+            return value
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| format!("key `{dotted}` must be a string"));
+        }
+        current = value
+            .as_table()
+            .ok_or_else(|| format!("key `{dotted}` must be a table"))?;
+    }
+    Ok(None)
+}
+
+fn absolute(key: &str, text: &str) -> Result<PathBuf, String> {
+    if text.starts_with('/') {
+        Ok(PathBuf::from(text))
+    } else {
+        Err(format!("key `{key}`: {text:?} is not an absolute path"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/containerd")
+            .join(name);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    #[test]
+    fn debian_package_config_uses_containerd_defaults() {
+        // The file Debian's containerd package ships: everything commented out.
+        let c = parse(&fixture("debian-1.6-default.toml")).unwrap();
+        assert_eq!(c.version, 2);
+        assert_eq!(c.sandbox_image_key, "(containerd default)");
+        assert_eq!(c.root, Path::new(DEFAULT_ROOT));
+        assert_eq!(c.sandbox_image, DEFAULT_SANDBOX_V2);
+    }
+
+    #[test]
+    fn version_2_as_written_by_containerd_config_default() {
+        let c = parse(&fixture("v2-tkgs.toml")).unwrap();
+        assert_eq!(c.version, 2);
+        assert_eq!(c.root, Path::new("/var/lib/containerd"));
+        assert_eq!(c.state, Path::new("/run/containerd"));
+        assert_eq!(c.address, Path::new("/run/containerd/containerd.sock"));
+        assert_eq!(c.sandbox_image, "localhost:5000/vmware.io/pause:3.4.1");
+        assert_eq!(c.snapshotter, "overlayfs");
+        assert!(c.sandbox_image_key.contains("io.containerd.grpc.v1.cri"));
+    }
+
+    #[test]
+    fn version_3_pinned_sandbox_image() {
+        let c = parse(&fixture("v3-custom-root.toml")).unwrap();
+        assert_eq!(c.version, 3);
+        assert_eq!(c.root, Path::new("/mnt/eph/containerd"));
+        assert_eq!(c.address, Path::new("/run/k8s/containerd.sock"));
+        assert_eq!(c.sandbox_image, "registry.k8s.io/pause:3.10");
+        assert_eq!(c.snapshotter, "native");
+    }
+
+    #[test]
+    fn version_3_without_pin_uses_its_own_default() {
+        let c = parse("version = 3\n").unwrap();
+        assert_eq!(c.sandbox_image, DEFAULT_SANDBOX_V3);
+    }
+
+    #[test]
+    fn missing_file_means_defaults() {
+        let c = load(Path::new("/nonexistent/containerd/config.toml")).unwrap();
+        assert_eq!(c, ContainerdConfig::defaults());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        for (text, want) in [
+            ("version = 7", "key `version`"),
+            ("version = 2\nroot = 5", "key `root` must be a string"),
+            (
+                "version = 2\nroot = \"var/lib\"",
+                "key `root`: \"var/lib\" is not an absolute path",
+            ),
+            (
+                "version = 2\n[grpc]\naddress = true",
+                "key `grpc.address` must be a string",
+            ),
+            ("version = 2\nplugins = 1", "key `plugins` must be a table"),
+            ("version = = 2", "not valid TOML"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(want), "{text:?} gave {err:?}, want {want:?}");
+        }
+    }
+}

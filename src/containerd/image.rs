@@ -1,0 +1,115 @@
+//! Reads from containerd's image, content and snapshot services, each bounded. The sandbox
+//! image check (`checks::sandbox_image`) walks an image with these; they judge nothing.
+
+use super::client::{Conn, RpcError, K8S_NS};
+use super::oci::{sha256_digest, Desc};
+use containerd_client::services::v1::content_client::ContentClient;
+use containerd_client::services::v1::images_client::ImagesClient;
+use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClient;
+use containerd_client::services::v1::snapshots::StatSnapshotRequest;
+use containerd_client::services::v1::{GetImageRequest, InfoRequest, ReadContentRequest};
+
+/// The target descriptor of image `name` in namespace k8s.io; `None` when there is no
+/// such image.
+pub async fn target(conn: &Conn, name: &str) -> Result<Option<Desc>, RpcError> {
+    let mut images = ImagesClient::new(conn.channel.clone());
+    let req = GetImageRequest {
+        name: name.to_string(),
+    };
+    match conn
+        .call("Images.Get", images.get(conn.request(req, Some(K8S_NS))))
+        .await
+    {
+        Ok(r) => Ok(r.image.and_then(|i| i.target).map(|t| Desc {
+            media_type: t.media_type,
+            digest: t.digest,
+            size: t.size,
+        })),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the snapshot `key` exists in `snapshotter` (namespace k8s.io).
+pub async fn snapshot_exists(conn: &Conn, snapshotter: &str, key: &str) -> Result<bool, RpcError> {
+    let mut snaps = SnapshotsClient::new(conn.channel.clone());
+    let req = StatSnapshotRequest {
+        snapshotter: snapshotter.to_string(),
+        key: key.to_string(),
+    };
+    match conn
+        .call(
+            "Snapshots.Stat",
+            snaps.stat(conn.request(req, Some(K8S_NS))),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads `size` bytes of a blob from the start (0: all of it, at most 16 MiB), bounded by
+/// the connection's timeout.
+async fn read_content(conn: &Conn, d: &Desc, size: i64) -> Result<Vec<u8>, String> {
+    let mut c = ContentClient::new(conn.channel.clone());
+    let req = ReadContentRequest {
+        digest: d.digest.clone(),
+        offset: 0,
+        size,
+    };
+    let call = format!("Read {}", d.digest);
+    let failed = |s: tonic::Status| RpcError::status(&call, &s).to_string();
+    let work = async {
+        let mut stream = c
+            .read(conn.request(req, Some(K8S_NS)))
+            .await
+            .map_err(failed)?
+            .into_inner();
+        let mut data = Vec::new();
+        while let Some(chunk) = stream.message().await.map_err(failed)? {
+            data.extend_from_slice(&chunk.data);
+            if data.len() > SMALL_BLOB_MAX {
+                return Err(format!("{}: larger than 16 MiB, not a manifest", d.digest));
+            }
+        }
+        Ok(data)
+    };
+    tokio::time::timeout(conn.timeout, work)
+        .await
+        .map_err(|_| format!("{call}: no answer in time"))?
+}
+
+/// The largest blob read whole (index, manifest, config): anything larger is not one.
+const SMALL_BLOB_MAX: usize = 16 << 20;
+
+/// Reads a whole blob (small: index, manifest, config) and checks its digest.
+pub async fn read_blob(conn: &Conn, d: &Desc) -> Result<Vec<u8>, String> {
+    let data = read_content(conn, d, 0).await?;
+    if sha256_digest(&data) != d.digest {
+        return Err(format!("{}: content does not match its digest", d.digest));
+    }
+    Ok(data)
+}
+
+/// Proves a (possibly large) blob is present: its record (Info) and its first byte on disk.
+pub async fn blob_present(conn: &Conn, d: &Desc) -> Result<(), String> {
+    let mut c = ContentClient::new(conn.channel.clone());
+    let req = InfoRequest {
+        digest: d.digest.clone(),
+    };
+    let info = conn
+        .call("Info", c.info(conn.request(req, Some(K8S_NS))))
+        .await?;
+    if let Some(i) = info.info {
+        if d.size > 0 && i.size != d.size {
+            return Err(format!(
+                "{}: size {} but the manifest says {}",
+                d.digest, i.size, d.size
+            ));
+        }
+    }
+    // The record alone can outlive the data (the stale state): read its first byte.
+    read_content(conn, d, 1).await.map(|_| ())
+}

@@ -1,0 +1,332 @@
+//! Phase 2's "decide" step, pure: every runtime family's rules over one observation, and
+//! the remedy the findings call for. The order of `judge` is the order of the report.
+
+use crate::checks::runtime::facts::RuntimeFacts;
+use crate::checks::runtime::rules::{self as runtime, Knobs};
+use crate::checks::sandbox_image::facts::ImageFacts;
+use crate::checks::sandbox_image::rules as sandbox_image;
+use crate::checks::stale::facts::StaleFacts;
+use crate::checks::stale::rules as stale;
+use crate::report::{Finding, Status};
+
+/// One look at the node: each family's facts. Only `runtime` when containerd is silent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub runtime: RuntimeFacts,
+    pub stale: Option<StaleFacts>,
+    pub sandbox_image: Option<ImageFacts>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartReason {
+    Stale,
+    NotAnswering,
+}
+
+impl RestartReason {
+    pub fn text(self) -> &'static str {
+        match self {
+            RestartReason::Stale => "stale",
+            RestartReason::NotAnswering => "not answering",
+        }
+    }
+}
+
+/// What the findings call for. At most one remedy family per cycle: a restart first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Restart containerd (only ever for a stale or silent containerd).
+    pub restart: Option<RestartReason>,
+    /// Restore the sandbox image (archive, then pull).
+    pub restore_image: bool,
+}
+
+/// The findings of every family, and the plan.
+pub fn judge(knobs: &Knobs, obs: &Observation) -> (Vec<Finding>, Plan) {
+    let (mut findings, silent) = runtime::evaluate(knobs, &obs.runtime);
+    let (stale_finding, is_stale) = stale::evaluate(obs.stale.as_ref());
+    let (image_finding, restore) = sandbox_image::evaluate(obs.sandbox_image.as_ref());
+    findings.insert(findings.len().min(3), stale_finding);
+    findings.push(image_finding);
+    let restart = match (silent, is_stale) {
+        (true, _) => Some(RestartReason::NotAnswering),
+        (false, true) => Some(RestartReason::Stale),
+        (false, false) => None,
+    };
+    // A stale containerd's answers about images describe the wrong filesystem: restart
+    // first, restore after.
+    let plan = Plan {
+        restart,
+        restore_image: restore && restart.is_none(),
+    };
+    (findings, plan)
+}
+
+/// The first failed check as `id: summary`, the reason the node is not usable.
+pub fn first_failure(findings: &[Finding]) -> Option<String> {
+    findings
+        .iter()
+        .find(|f| f.status == Status::Fail)
+        .map(|f| format!("{}: {}", f.id, f.summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::runtime::facts::{Answering, Condition, PluginFact};
+    use crate::checks::sandbox_image::facts::ImageState;
+    use crate::checks::stale::facts::{FileId, OpenDb};
+    use crate::host::mountinfo::MountTable;
+    use std::path::PathBuf;
+
+    fn healthy() -> Observation {
+        let answering = Answering {
+            version: Ok(("1.6.20~ds1".into(), "1.6.20~ds1-1".into())),
+            plugins: Ok(vec![
+                PluginFact {
+                    kind: "io.containerd.grpc.v1".into(),
+                    id: "cri".into(),
+                    init_err: None,
+                },
+                PluginFact {
+                    kind: "io.containerd.snapshotter.v1".into(),
+                    id: "btrfs".into(),
+                    init_err: Some("not a btrfs filesystem".into()),
+                },
+            ]),
+            cri_version: Ok("v1".into()),
+            cri_conditions: Ok(vec![
+                Condition {
+                    kind: "RuntimeReady".into(),
+                    status: true,
+                    reason: "".into(),
+                    message: "".into(),
+                },
+                Condition {
+                    kind: "NetworkReady".into(),
+                    status: false,
+                    reason: "NetworkPluginNotReady".into(),
+                    message: "cni config uninitialized".into(),
+                },
+            ]),
+        };
+        Observation {
+            runtime: RuntimeFacts {
+                socket: "/run/containerd/containerd.sock".into(),
+                answering: Ok(Box::new(answering)),
+                waited: "0s".into(),
+            },
+            stale: Some(StaleFacts {
+                pid: Ok(1),
+                comm: "containerd".into(),
+                root: "/var/lib/containerd".into(),
+                dbs: Ok(vec![OpenDb {
+                    fd: 3,
+                    link: "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db".into(),
+                    open: Ok(FileId { dev: 1, ino: 2 }),
+                    expected: PathBuf::from("/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db"),
+                    now: Ok(FileId { dev: 1, ino: 2 }),
+                    mnt_id: Some(30),
+                }]),
+                mounts: Ok(MountTable::parse(
+                    "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n30 21 7:3 / /var/lib/containerd rw - ext4 /dev/loop3 rw\n",
+                )
+                .unwrap()),
+            }),
+            sandbox_image: Some(ImageFacts {
+                reference: "registry.k8s.io/pause:3.6".into(),
+                name: "registry.k8s.io/pause:3.6".into(),
+                source: "(containerd default)".into(),
+                snapshotter: "overlayfs".into(),
+                platform: "linux/amd64".into(),
+                state: ImageState::Usable { digest: "sha256:a".into(), chain_id: "sha256:b".into() },
+            }),
+        }
+    }
+
+    /// The answering part of an observation, for cases that change it.
+    fn answering(o: &mut Observation) -> &mut Answering {
+        o.runtime.answering.as_mut().unwrap()
+    }
+
+    fn image(o: &mut Observation) -> &mut ImageState {
+        &mut o.sandbox_image.as_mut().unwrap().state
+    }
+
+    fn status_of(findings: &[Finding], id: &str) -> Status {
+        findings
+            .iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("no {id}"))
+            .status
+    }
+
+    fn knobs(require_network: bool) -> Knobs {
+        Knobs {
+            require_network,
+            snapshotter: "overlayfs".into(),
+        }
+    }
+
+    #[test]
+    fn healthy_node_passes_and_plans_nothing() {
+        let (f, plan) = judge(&knobs(false), &healthy());
+        assert_eq!(plan, Plan::default(), "never act on a healthy node");
+        for id in [
+            "runtime.answers",
+            "runtime.version",
+            "runtime.plugins",
+            "runtime.stale",
+            "runtime.cri",
+            "runtime.sandbox-image",
+        ] {
+            assert_eq!(status_of(&f, id), Status::Pass, "{id}: {f:?}");
+        }
+        assert_eq!(status_of(&f, "runtime.network"), Status::Warn);
+        let (f, _) = judge(&knobs(true), &healthy());
+        assert_eq!(status_of(&f, "runtime.network"), Status::Fail);
+    }
+
+    #[test]
+    fn table() {
+        type Mutate = fn(&mut Observation);
+        let cases: Vec<(&str, Mutate, &str, Status, Plan)> = vec![
+            (
+                "image missing",
+                |o| *image(o) = ImageState::Missing,
+                "runtime.sandbox-image",
+                Status::Fail,
+                Plan {
+                    restart: None,
+                    restore_image: true,
+                },
+            ),
+            (
+                "image incomplete",
+                |o| {
+                    *image(o) = ImageState::Incomplete {
+                        missing: vec!["layer sha256:x".into()],
+                    }
+                },
+                "runtime.sandbox-image",
+                Status::Fail,
+                Plan {
+                    restart: None,
+                    restore_image: true,
+                },
+            ),
+            (
+                "not unpacked",
+                |o| {
+                    *image(o) = ImageState::NotUnpacked {
+                        chain_id: "sha256:c".into(),
+                    }
+                },
+                "runtime.sandbox-image",
+                Status::Fail,
+                Plan {
+                    restart: None,
+                    restore_image: true,
+                },
+            ),
+            (
+                "cannot check image: no remedy guessed",
+                |o| *image(o) = ImageState::Unknown("timeout".into()),
+                "runtime.sandbox-image",
+                Status::Fail,
+                Plan::default(),
+            ),
+            (
+                "stale: restart, and image answers are not trusted",
+                |o| {
+                    if let Some(Ok(dbs)) = o.stale.as_mut().map(|s| s.dbs.as_mut()) {
+                        dbs[0].now = Ok(FileId { dev: 9, ino: 9 });
+                    }
+                    *image(o) = ImageState::Missing;
+                },
+                "runtime.stale",
+                Status::Fail,
+                Plan {
+                    restart: Some(RestartReason::Stale),
+                    restore_image: false,
+                },
+            ),
+            (
+                "runtime not ready",
+                |o| {
+                    if let Ok(c) = answering(o).cri_conditions.as_mut() {
+                        c[0].status = false;
+                    }
+                },
+                "runtime.cri",
+                Status::Fail,
+                Plan::default(),
+            ),
+            (
+                "cri unimplemented",
+                |o| {
+                    answering(o).cri_version =
+                        Err("Unimplemented: unknown service runtime.v1.RuntimeService".into())
+                },
+                "runtime.cri",
+                Status::Fail,
+                Plan::default(),
+            ),
+            (
+                "required plugin failed",
+                |o| {
+                    if let Ok(p) = answering(o).plugins.as_mut() {
+                        p[0].init_err = Some("boom".into());
+                    }
+                },
+                "runtime.plugins",
+                Status::Fail,
+                Plan::default(),
+            ),
+            (
+                "introspection unimplemented degrades",
+                |o| answering(o).plugins = Err("Unimplemented".into()),
+                "runtime.plugins",
+                Status::Warn,
+                Plan::default(),
+            ),
+            (
+                "version unimplemented degrades",
+                |o| answering(o).version = Err("Unimplemented".into()),
+                "runtime.version",
+                Status::Warn,
+                Plan::default(),
+            ),
+        ];
+        for (name, mutate, id, want, want_plan) in cases {
+            let mut o = healthy();
+            mutate(&mut o);
+            let (f, plan) = judge(&knobs(false), &o);
+            assert_eq!(status_of(&f, id), want, "{name}: {f:?}");
+            assert_eq!(plan, want_plan, "{name}");
+        }
+    }
+
+    #[test]
+    fn silent_containerd_plans_a_restart_and_skips_the_rest() {
+        let o = Observation {
+            runtime: RuntimeFacts {
+                socket: "/s".into(),
+                answering: Err("deadline".into()),
+                waited: "60s".into(),
+            },
+            stale: None,
+            sandbox_image: None,
+        };
+        let (findings, plan) = judge(&knobs(false), &o);
+        assert_eq!(plan.restart, Some(RestartReason::NotAnswering));
+        assert_eq!(status_of(&findings, "runtime.answers"), Status::Fail);
+        assert_eq!(status_of(&findings, "runtime.sandbox-image"), Status::Skip);
+        assert_eq!(status_of(&findings, "runtime.stale"), Status::Skip);
+        assert_eq!(
+            findings.len(),
+            7,
+            "every runtime id is reported: {findings:?}"
+        );
+    }
+}

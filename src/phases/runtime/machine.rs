@@ -1,0 +1,642 @@
+//! The transitions of phase 2 (see the diagram in `mod.rs`). Each step is one function that
+//! returns the next step; only [`World`] touches the outside.
+
+use super::decide::{first_failure, judge, Observation, RestartReason};
+use super::world::World;
+use super::{End, Gate, Mode};
+use crate::backoff::Backoff;
+use crate::checks::runtime::rules::Knobs;
+use crate::config::units::format_duration;
+use crate::config::Settings;
+use crate::remedies::budget::{self, Decision};
+use crate::remedies::restore::Import;
+use crate::report::{Finding, Id};
+use crate::state::lock::LockError;
+use crate::state::runtime::{Outcome, Record, State, Terminal};
+use crate::state::{Loaded, RuntimeFile};
+use std::time::Duration;
+
+/// Read-only `guard verify` does not wait long for a silent containerd.
+const VERIFY_WAIT: Duration = Duration::from_secs(5);
+/// A terminal guard only looks, briefly, to show the checks: exit 4 stays immediate.
+const TERMINAL_WAIT: Duration = Duration::from_secs(1);
+/// How long a restart command may run.
+pub const RESTART_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+
+enum Step {
+    Begin,
+    Observe,
+    Decide(Box<Observation>),
+    Restart(RestartReason),
+    Restore,
+    Pull,
+    Hold,
+    Finish(End),
+}
+
+struct Machine<'a, W: World> {
+    w: &'a mut W,
+    s: &'a Settings,
+    knobs: Knobs,
+    mode: Mode,
+    command: &'a str,
+    /// Boot-clock time when a holding run gives up.
+    deadline: Duration,
+    /// The checks of the last observation.
+    checks: Vec<Finding>,
+    /// One finding per remedy id; the latest wins.
+    remedies: Vec<Finding>,
+    /// This boot's state, as loaded under the repair lock (repairing runs only).
+    state: Option<State>,
+    locked: bool,
+    terminal: Option<Terminal>,
+    failure: String,
+    archives_tried: bool,
+    pulls: u32,
+    pull_errors: Vec<String>,
+    poll: Backoff,
+    pull_pause: Backoff,
+}
+
+/// Runs phase 2 to its end. `command` names the run in the state file.
+pub async fn run<W: World>(w: &mut W, s: &Settings, mode: Mode, command: &str) -> Gate {
+    let mut m = Machine::new(w, s, mode, command);
+    let mut step = Step::Begin;
+    loop {
+        step = match step {
+            Step::Begin => m.begin(),
+            Step::Observe => m.observe().await,
+            Step::Decide(obs) => m.decide(&obs),
+            Step::Restart(reason) => m.restart(reason).await,
+            Step::Restore => m.restore().await,
+            Step::Pull => m.pull().await,
+            Step::Hold => m.hold().await,
+            Step::Finish(end) => return m.finish(end).await,
+        }
+    }
+}
+
+impl<'a, W: World> Machine<'a, W> {
+    fn new(w: &'a mut W, s: &'a Settings, mode: Mode, command: &'a str) -> Self {
+        let hold = if mode.hold {
+            s.hold.timeout
+        } else {
+            Duration::ZERO
+        };
+        let deadline = w.now() + hold;
+        let knobs = Knobs {
+            require_network: s.hold.require_network,
+            snapshotter: w.snapshotter(),
+        };
+        Machine {
+            w,
+            s,
+            knobs,
+            mode,
+            command,
+            deadline,
+            checks: Vec::new(),
+            remedies: Vec::new(),
+            state: None,
+            locked: false,
+            terminal: None,
+            failure: String::new(),
+            archives_tried: false,
+            pulls: 0,
+            pull_errors: Vec::new(),
+            poll: Backoff::new(Duration::from_millis(200), Duration::from_secs(5)),
+            pull_pause: Backoff::new(Duration::from_secs(1), Duration::from_secs(10)),
+        }
+    }
+
+    fn set(&mut self, f: Finding) {
+        self.remedies.retain(|old| old.id != f.id);
+        self.remedies.push(f);
+    }
+
+    fn left(&self) -> Duration {
+        self.deadline.saturating_sub(self.w.now())
+    }
+
+    /// Reads the state file without the lock: a terminal boot is reported at once, and a
+    /// read-only run only reports what the file says.
+    fn begin(&mut self) -> Step {
+        match self.w.read_state() {
+            RuntimeFile::Current(s) if s.terminal.is_some() => {
+                if self.mode.repair {
+                    self.terminal = s.terminal;
+                } else {
+                    let reason = s.terminal.map(|t| t.reason).unwrap_or_default();
+                    self.set(
+                        Finding::warn(Id::RemedyBudget, "the guard is terminal for this boot")
+                            .evidence(reason)
+                            .remedy("fix the cause, then `guard reset`"),
+                    );
+                }
+            }
+            RuntimeFile::Corrupt(problem) if !self.mode.repair => self.set(
+                Finding::warn(
+                    Id::RemedyBudget,
+                    "the state file is corrupt (no restart budget left this boot)",
+                )
+                .evidence(problem),
+            ),
+            _ => {}
+        }
+        Step::Observe
+    }
+
+    async fn observe(&mut self) -> Step {
+        if self.mode.repair && self.terminal.is_none() && !self.locked {
+            if let Err(end) = self.lock().await {
+                return Step::Finish(end);
+            }
+        }
+        crate::notify::status("checking containerd");
+        let obs = self.w.observe(self.wait()).await;
+        Step::Decide(Box::new(obs))
+    }
+
+    /// How long this look waits for containerd to answer: never past the hold, but at
+    /// least 1 s.
+    fn wait(&self) -> Duration {
+        let wait = match (self.terminal.is_some(), self.mode.repair) {
+            (true, _) => TERMINAL_WAIT,
+            (false, true) => self.s.containerd.wait,
+            (false, false) => self.s.containerd.wait.min(VERIFY_WAIT),
+        };
+        match self.mode.hold {
+            true => wait.min(self.left()).max(Duration::from_secs(1)),
+            false => wait,
+        }
+    }
+
+    /// Takes the repair lock, waiting (unlocked, with backoff) while another guard holds
+    /// it, then loads the state that guard may have changed.
+    async fn lock(&mut self) -> Result<(), End> {
+        let bound = match self.mode.hold {
+            true => self.left(),
+            false => RESTART_COMMAND_TIMEOUT + self.s.containerd.wait,
+        };
+        let give_up = self.w.now() + bound;
+        let mut pause = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
+        loop {
+            match self.w.try_lock() {
+                Ok(()) => break,
+                Err(LockError::Unavailable(e)) => {
+                    // No lock means no state file either: saving fails, so nothing restarts.
+                    tracing::warn!("{e}");
+                    break;
+                }
+                Err(busy) if self.w.now() >= give_up => {
+                    self.set(
+                        Finding::fail(Id::RemedyBudget, "not repairing: the repair lock is held")
+                            .evidence(format!("{busy} for longer than {}", format_duration(bound)))
+                            .remedy("wait for the other guard to finish, then run again"),
+                    );
+                    return Err(End::Unusable);
+                }
+                Err(busy) => {
+                    tracing::debug!("{busy}; waiting");
+                    let left = give_up.saturating_sub(self.w.now());
+                    self.w.sleep(pause.next().min(left)).await;
+                }
+            }
+        }
+        self.locked = true;
+        self.load_state();
+        Ok(())
+    }
+
+    fn load_state(&mut self) {
+        let (state, how) = self.w.load_state();
+        if let Loaded::Corrupt { problem, kept } = how {
+            self.set(
+                Finding::warn(
+                    Id::RemedyBudget,
+                    "the state file was corrupt: no restart budget left this boot",
+                )
+                .evidence(problem)
+                .evidence(format!("kept as {}", kept.display()))
+                .remedy("inspect it, then `guard reset` to allow restarts again"),
+            );
+        }
+        self.state = Some(state);
+    }
+
+    fn unlock(&mut self) {
+        if self.locked {
+            self.w.unlock();
+            self.locked = false;
+        }
+    }
+
+    fn decide(&mut self, obs: &Observation) -> Step {
+        let (checks, plan) = judge(&self.knobs, obs);
+        self.checks = checks;
+        if let Some(t) = &self.terminal {
+            self.set(
+                Finding::fail(
+                    Id::RemedyBudget,
+                    "TERMINAL: the guard will not act again this boot",
+                )
+                .evidence(t.reason.clone())
+                .remedy("fix the cause, then run `guard reset` (or reboot)"),
+            );
+            return Step::Finish(End::Terminal);
+        }
+        let Some(failure) = first_failure(&self.checks) else {
+            return Step::Finish(End::Usable);
+        };
+        self.failure = failure;
+        match (self.mode.repair, plan.restart, plan.restore_image) {
+            (false, _, _) => Step::Finish(End::Unusable),
+            (true, Some(reason), _) => Step::Restart(reason),
+            (true, None, true) => Step::Restore,
+            (true, None, false) => Step::Hold,
+        }
+    }
+
+    fn record(&mut self, item: &str, action: &str, outcome: &str) {
+        tracing::info!("{action} {item}: {outcome}");
+        let uptime_ms = self.w.now().as_millis() as u64;
+        if let Some(s) = self.state.as_mut() {
+            s.record(Record {
+                uptime_ms,
+                unix: crate::state::unix_now(),
+                item: item.to_string(),
+                action: action.to_string(),
+                outcome: outcome.to_string(),
+            });
+        }
+    }
+
+    fn save(&mut self) -> Result<(), String> {
+        match &self.state {
+            Some(state) => self.w.save_state(state).inspect_err(|e| {
+                tracing::warn!("cannot save the state file: {e}");
+            }),
+            None => Err("no state loaded".into()),
+        }
+    }
+
+    async fn restart(&mut self, reason: RestartReason) -> Step {
+        // A containerd that phase 1 held back this boot is down on purpose: restarting it
+        // would only run the failing volume check again and spend the budget.
+        if let Some(held) = self.w.phase1_held() {
+            self.set(
+                Finding::fail(
+                    Id::RemedyRestart,
+                    "not restarting containerd: phase 1 held it back this boot",
+                )
+                .evidence(held)
+                .remedy(
+                    "fix the volume (`guard status` says how), then `systemctl start containerd`",
+                ),
+            );
+            self.record("containerd", "restart", "refused: phase 1 failed this boot");
+            return Step::Finish(End::Unusable);
+        }
+        let now = self.w.now();
+        let decision = match &self.state {
+            Some(s) => budget::decide(&self.s.remediation, s, now),
+            None => Decision::Terminal {
+                reason: "no state file: cannot count restarts".into(),
+            },
+        };
+        match decision {
+            Decision::Terminal { reason: why } => self.go_terminal(why),
+            Decision::Wait { left, attempt } => self.back_off(left, attempt).await,
+            Decision::Allowed { attempt } => self.restart_now(reason, attempt).await,
+        }
+    }
+
+    fn go_terminal(&mut self, why: String) -> Step {
+        let mut f = Finding::fail(
+            Id::RemedyBudget,
+            "TERMINAL: restart budget spent; containerd will not be restarted again this boot",
+        )
+        .evidence(why.clone())
+        .remedy(
+            "find out why restarts do not help (see the history in `guard status`), fix it, \
+             then `guard reset`",
+        );
+        if let Some(s) = self.state.as_mut() {
+            for r in &s.restarts {
+                let line = format!("restart at uptime {}s: {}", r.uptime_ms / 1000, r.outcome);
+                f = f.evidence(line);
+            }
+            s.terminal = Some(Terminal {
+                unix: crate::state::unix_now(),
+                reason: why.clone(),
+            });
+        }
+        tracing::error!("TERMINAL: {why}");
+        self.set(f);
+        let _ = self.save();
+        Step::Finish(End::Terminal)
+    }
+
+    async fn back_off(&mut self, left: Duration, attempt: u32) -> Step {
+        let msg = format!(
+            "restart {attempt} of {} allowed in {} (backoff)",
+            self.s.remediation.restart_budget,
+            format_duration(Duration::from_millis(left.as_millis() as u64))
+        );
+        if self.mode.hold && left < self.left() {
+            crate::notify::status(&format!("holding: {}; {msg}", self.failure));
+            crate::notify::extend_timeout(left + Duration::from_secs(30));
+            tracing::info!("{msg}");
+            self.unlock();
+            self.w.sleep(left).await;
+            return Step::Observe;
+        }
+        self.set(
+            Finding::fail(
+                Id::RemedyBudget,
+                format!("containerd needs a restart but {msg}"),
+            )
+            .remedy("wait, or run the guard again later; it will not restart sooner"),
+        );
+        Step::Finish(End::Unusable)
+    }
+
+    async fn restart_now(&mut self, reason: RestartReason, attempt: u32) -> Step {
+        if reason == RestartReason::Stale && !self.mode.force {
+            if let Some(refusal) = self.tasks_refusal().await {
+                self.set(refusal);
+                return Step::Finish(End::Unusable);
+            }
+        }
+        let why = reason.text();
+        let budget = self.s.remediation.restart_budget;
+        crate::notify::status(&format!(
+            "restarting containerd ({why}), attempt {attempt} of {budget}"
+        ));
+        crate::notify::extend_timeout(RESTART_COMMAND_TIMEOUT + self.s.containerd.wait);
+        let old_pid = self.w.containerd_pid();
+        // Counted before it runs: a crash mid-restart must not refund the budget. A restart
+        // the state file does not remember would not count: without a record, no restart.
+        let argv = self.s.containerd.restart.join(" ");
+        self.record("containerd", "restart", &format!("{why}: running `{argv}`"));
+        if let Err(e) = self.save() {
+            self.set(
+                Finding::fail(
+                    Id::RemedyBudget,
+                    "refused to restart containerd: the restart cannot be recorded",
+                )
+                .evidence(e)
+                .remedy("make state_dir writable (it is /run/containerd-guard by default)"),
+            );
+            return Step::Finish(End::Unusable);
+        }
+        let outcome = self.w.restart().await;
+        self.note_restart_outcome(why, attempt, outcome, old_pid);
+        Step::Observe
+    }
+
+    /// A stale containerd that still runs tasks is not restarted (they would be orphaned)
+    /// unless `--force`; the refusal lists them.
+    async fn tasks_refusal(&mut self) -> Option<Finding> {
+        let blocking: Vec<String> = match self.w.running_tasks().await {
+            Ok(tasks) => tasks.iter().map(ToString::to_string).collect(),
+            Err(e) => vec![format!("cannot list tasks: {e}")],
+        };
+        if blocking.is_empty() {
+            return None;
+        }
+        let mut f = Finding::fail(
+            Id::RemedyRestart,
+            format!(
+                "refused to restart the stale containerd: it still runs {} task(s)",
+                blocking.len()
+            ),
+        )
+        .remedy(
+            "a restarted containerd would orphan them: drain the node, stop them, or rerun \
+             with --force",
+        );
+        for b in &blocking {
+            f = f.evidence(b.clone());
+        }
+        let list = blocking.join(", ");
+        self.record(
+            "containerd",
+            "refused-restart",
+            &format!("running tasks: {list}"),
+        );
+        Some(f)
+    }
+
+    fn note_restart_outcome(
+        &mut self,
+        why: &str,
+        attempt: u32,
+        outcome: Result<String, String>,
+        old_pid: Option<i32>,
+    ) {
+        let text = match &outcome {
+            Ok(t) | Err(t) => t.clone(),
+        };
+        if let Some(s) = self.state.as_mut() {
+            for last in [s.restarts.last_mut(), s.history.last_mut()]
+                .into_iter()
+                .flatten()
+            {
+                last.outcome = format!("{why}: {text}");
+            }
+        }
+        let _ = self.save();
+        let budget = self.s.remediation.restart_budget;
+        let f = match outcome {
+            Ok(_) => Finding::pass(
+                Id::RemedyRestart,
+                format!("restarted containerd ({why}), restart {attempt} of {budget} this boot"),
+            ),
+            Err(_) => Finding::warn(
+                Id::RemedyRestart,
+                format!("the restart command failed (restart {attempt} of {budget} this boot)"),
+            ),
+        };
+        let pid = old_pid.map_or("none".to_string(), |p| p.to_string());
+        self.set(
+            f.evidence(text)
+                .evidence(format!("containerd pid before: {pid}")),
+        );
+    }
+
+    async fn restore(&mut self) -> Step {
+        if !self.archives_tried {
+            self.archives_tried = true;
+            if self.import_archives().await {
+                return Step::Observe;
+            }
+        }
+        match self.s.sandbox.pull && self.pulls < self.s.sandbox.pull_attempts {
+            true => Step::Pull,
+            false => Step::Hold,
+        }
+    }
+
+    /// Tries each `[sandbox] archives` entry in order until one imports. True if one did.
+    async fn import_archives(&mut self) -> bool {
+        let wanted = self.w.image_name();
+        let mut tried = Vec::new();
+        let mut restored = false;
+        for a in self.s.sandbox.archives.clone() {
+            let item = a.display().to_string();
+            if !self.w.archive_present(&a) {
+                tried.push(format!("{item}: not there"));
+                continue;
+            }
+            crate::notify::status(&format!("importing {wanted} from {item}"));
+            match self.w.import(&a).await {
+                Import::Imported(text) => {
+                    self.record(&item, "import", &text);
+                    tried.push(text);
+                    restored = true;
+                    break;
+                }
+                Import::Refused(why) => {
+                    self.record(&item, "refused-archive", &why);
+                    tried.push(format!("REFUSED (digest verification failed): {why}"));
+                }
+                Import::Failed(why) => {
+                    self.record(&item, "import", &format!("failed: {why}"));
+                    tried.push(format!("import failed: {why}"));
+                }
+            }
+        }
+        let f = self.restore_finding(restored, &wanted);
+        self.set(tried.into_iter().fold(f, Finding::evidence));
+        let _ = self.save();
+        restored
+    }
+
+    fn restore_finding(&self, restored: bool, wanted: &str) -> Finding {
+        const ID: Id = Id::RemedyRestoreImage;
+        if restored {
+            Finding::pass(ID, format!("restored {wanted} from an archive"))
+        } else if self.s.sandbox.archives.is_empty() {
+            Finding::skip(ID, "no [sandbox] archives configured")
+        } else {
+            Finding::warn(ID, format!("no archive restored {wanted}"))
+                .remedy("replace the archive with a good copy of the sandbox image")
+        }
+    }
+
+    /// One bounded CRI pull; between attempts the lock is released and the node looked at
+    /// again (another guard may have restored the image).
+    async fn pull(&mut self) -> Step {
+        self.pulls += 1;
+        let (attempt, attempts) = (self.pulls, self.s.sandbox.pull_attempts);
+        let reference = self.w.image_reference();
+        crate::notify::status(&format!(
+            "pulling {reference} through CRI, attempt {attempt} of {attempts}"
+        ));
+        crate::notify::extend_timeout(self.s.sandbox.pull_timeout + Duration::from_secs(30));
+        match self.w.pull().await {
+            Ok(text) => {
+                self.record(&reference, "pull", &text);
+                self.set(Finding::pass(Id::RemedyPull, text));
+                let _ = self.save();
+                return Step::Observe;
+            }
+            Err(e) => {
+                let line = format!("attempt {attempt}: {e}");
+                self.record(&reference, "pull", &line);
+                self.pull_errors.push(line);
+            }
+        }
+        let f = Finding::warn(
+            Id::RemedyPull,
+            format!("could not pull {reference} through CRI"),
+        )
+        .remedy(
+            "check the registry and containerd's registry configuration, or ship the image \
+                 as an archive",
+        );
+        self.set(self.pull_errors.iter().cloned().fold(f, Finding::evidence));
+        let _ = self.save();
+        if attempt >= attempts || (self.mode.hold && self.left().is_zero()) {
+            return Step::Hold;
+        }
+        self.unlock();
+        let pause = self
+            .pull_pause
+            .next()
+            .min(self.left().max(Duration::from_millis(100)));
+        self.w.sleep(pause).await;
+        Step::Observe
+    }
+
+    async fn hold(&mut self) -> Step {
+        let left = self.left();
+        if !self.mode.hold || left.is_zero() {
+            if self.mode.hold {
+                let timeout = format_duration(self.s.hold.timeout);
+                self.set(
+                    Finding::fail(
+                        Id::RuntimeHold,
+                        format!("the node did not become usable within {timeout}"),
+                    )
+                    .evidence(self.failure.clone()),
+                );
+            }
+            return Step::Finish(End::Unusable);
+        }
+        self.unlock();
+        let pause = self.poll.next().min(left);
+        crate::notify::status(&format!(
+            "holding kubelet: {} ({}s left)",
+            self.failure,
+            left.as_secs()
+        ));
+        crate::notify::extend_timeout(pause + Duration::from_secs(30));
+        self.w.sleep(pause).await;
+        Step::Observe
+    }
+
+    /// Reports, and for a repairing run records the outcome in the state file (taking the
+    /// lock again briefly if it was let go) and the status line.
+    async fn finish(mut self, end: End) -> Gate {
+        let mut findings = std::mem::take(&mut self.checks);
+        findings.append(&mut self.remedies);
+        if self.mode.repair {
+            let summary = match end {
+                End::Usable => "usable".to_string(),
+                End::Terminal => {
+                    "TERMINAL: restart budget spent; `guard reset` after fixing".to_string()
+                }
+                End::Unusable => first_failure(&findings)
+                    .map(|f| format!("NOT usable: {f}"))
+                    .unwrap_or_default(),
+            };
+            self.record_outcome(end, &summary).await;
+            self.w.write_status(&format!("{}: {summary}", self.command));
+            crate::notify::status(&summary);
+        }
+        self.unlock();
+        Gate { findings, end }
+    }
+
+    async fn record_outcome(&mut self, end: End, summary: &str) {
+        if !self.locked && self.terminal.is_none() {
+            if self.w.try_lock().is_err() {
+                return; // another guard is acting; its own outcome will be the last
+            }
+            self.locked = true;
+            self.load_state();
+        }
+        let command = self.command.to_string();
+        if let Some(s) = self.state.as_mut() {
+            s.last = Some(Outcome {
+                unix: crate::state::unix_now(),
+                command,
+                exit: end.exit_code(),
+                summary: summary.to_string(),
+            });
+            let _ = self.save();
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Phase 2 as a state machine, one small function per step:
+//!
+//! ```text
+//! Begin -> Observe -> Decide -+-> Finish(usable | unusable | terminal)
+//!             ^               +-> Restart --+
+//!             |               +-> Restore --+-> Pull --+
+//!             |               +-> Hold -----+          |
+//!             +---------------------------------------+
+//! ```
+//!
+//! Used by `guard runtime` (hold + repair), `guard verify` (one read-only pass) and
+//! `guard verify --repair` (repair, no hold). Everything it touches, containerd, the
+//! clock, the state directory and its lock, goes through [`World`], so every transition
+//! is unit-tested against a fake world in milliseconds (`tests.rs`).
+//!
+//! Concurrency: a repairing run takes the repair lock before it observes and keeps it
+//! through decide -> act -> observe again; it lets go whenever it sleeps (hold polling,
+//! backoff, between pulls) and when it finishes. Each time it takes the lock it re-reads
+//! the state file and looks again, because another guard may have fixed the fault or
+//! spent the budget meanwhile. Read-only runs never take it.
+
+pub mod decide;
+mod machine;
+#[cfg(test)]
+mod tests;
+mod world;
+
+pub use machine::run;
+pub use world::{Node, Target, World};
+
+#[derive(Debug, Clone, Copy)]
+pub struct Mode {
+    /// Wait for the node to become usable up to `[hold] timeout`.
+    pub hold: bool,
+    /// Apply remedies (within the budget).
+    pub repair: bool,
+    /// Restart even when the stale containerd still runs tasks.
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    Usable,
+    Unusable,
+    Terminal,
+}
+
+impl End {
+    /// The documented exit code for this end.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            End::Usable => 0,
+            End::Unusable => 1,
+            End::Terminal => 4,
+        }
+    }
+}
+
+/// The outcome: every finding (checks first, then remedies) and how it ended.
+pub struct Gate {
+    pub findings: Vec<crate::report::Finding>,
+    pub end: End,
+}

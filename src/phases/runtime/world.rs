@@ -1,0 +1,285 @@
+//! Everything phase 2 reads or changes, behind one small trait: containerd (observe,
+//! tasks, restart, import, pull), the boot clock, and the state directory with its lock.
+//! [`Node`] is the real one; the tests use a fake.
+
+use super::decide::Observation;
+use super::machine::RESTART_COMMAND_TIMEOUT;
+use crate::checks::runtime::facts::{self as runtime, RuntimeFacts};
+use crate::checks::sandbox_image::facts::{self as sandbox_image, Wanted};
+use crate::checks::stale::facts as stale;
+use crate::config::units::format_duration;
+use crate::config::Settings;
+use crate::containerd::client::{self, Conn};
+use crate::containerd::config::ContainerdConfig;
+use crate::containerd::oci::normalize_ref;
+use crate::containerd::tasks::{self, LiveTask};
+use crate::host::Host;
+use crate::remedies::command::run_argv;
+use crate::remedies::pull;
+use crate::remedies::restore::{import_archive, Import};
+use crate::state::lock::{LockError, RepairLock};
+use crate::state::runtime::State;
+use crate::state::{Loaded, RuntimeFile, StateDir};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What phase 2 acts on. Async methods talk to containerd or sleep; the rest are quick
+/// local reads and writes.
+#[allow(async_fn_in_trait)] // used with concrete types only, never as `dyn World`
+pub trait World {
+    /// Time since boot: the clock restarts are spaced on and holds are bounded by.
+    fn now(&self) -> Duration;
+    async fn sleep(&mut self, d: Duration);
+
+    /// One attempt at the repair lock; held until [`World::unlock`].
+    fn try_lock(&mut self) -> Result<(), LockError>;
+    fn unlock(&mut self);
+    /// The state file as it is, without the lock.
+    fn read_state(&self) -> RuntimeFile;
+    /// The state to count on, under the lock (a corrupt file is quarantined).
+    fn load_state(&mut self) -> (State, Loaded);
+    fn save_state(&mut self, state: &State) -> Result<(), String>;
+    fn write_status(&mut self, line: &str);
+    /// Phase 1's reason, when it held containerd back this boot.
+    fn phase1_held(&self) -> Option<String>;
+
+    /// One look at the node; waits up to `wait` for containerd to answer.
+    async fn observe(&mut self, wait: Duration) -> Observation;
+    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String>;
+    /// The PID serving containerd's socket (evidence for a restart).
+    fn containerd_pid(&self) -> Option<i32>;
+    /// Runs `[containerd] restart`, bounded.
+    async fn restart(&mut self) -> Result<String, String>;
+    fn archive_present(&self, archive: &Path) -> bool;
+    async fn import(&mut self, archive: &Path) -> Import;
+    async fn pull(&mut self) -> Result<String, String>;
+
+    /// The sandbox image as configured, and as containerd names it.
+    fn image_reference(&self) -> String;
+    fn image_name(&self) -> String {
+        normalize_ref(&self.image_reference())
+    }
+    fn snapshotter(&self) -> String;
+}
+
+/// What phase 2 needs to know about containerd, from its config and the guard's.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub socket: PathBuf,
+    pub root: PathBuf,
+    pub image: Wanted,
+}
+
+impl Target {
+    pub fn new(settings: &Settings, cd: &ContainerdConfig) -> Target {
+        let (reference, source) = match &settings.sandbox.image {
+            Some(i) => (i.clone(), "[sandbox] image".to_string()),
+            None => (cd.sandbox_image.clone(), cd.sandbox_image_key.to_string()),
+        };
+        Target {
+            socket: crate::containerd::config::socket(settings, cd),
+            root: cd.root.clone(),
+            image: Wanted {
+                reference,
+                source,
+                snapshotter: cd.snapshotter.clone(),
+            },
+        }
+    }
+}
+
+/// Every call to containerd is bounded by this.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The real node.
+pub struct Node<'a> {
+    host: &'a Host,
+    settings: &'a Settings,
+    target: Target,
+    state_dir: Result<StateDir, String>,
+    conn: Option<Conn>,
+    lock: Option<RepairLock>,
+}
+
+impl<'a> Node<'a> {
+    pub fn new(host: &'a Host, settings: &'a Settings, cd: &ContainerdConfig) -> Node<'a> {
+        Node {
+            host,
+            settings,
+            target: Target::new(settings, cd),
+            state_dir: StateDir::open(host, &settings.state_dir),
+            conn: None,
+            lock: None,
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.host.path(&self.target.socket)
+    }
+
+    fn conn(&self) -> Result<&Conn, String> {
+        self.conn
+            .as_ref()
+            .ok_or_else(|| "containerd does not answer".to_string())
+    }
+}
+
+impl World for Node<'_> {
+    fn now(&self) -> Duration {
+        boot_clock()
+    }
+
+    async fn sleep(&mut self, d: Duration) {
+        tokio::time::sleep(d).await
+    }
+
+    fn try_lock(&mut self) -> Result<(), LockError> {
+        let dir = self
+            .state_dir
+            .as_ref()
+            .map_err(|e| LockError::Unavailable(e.clone()))?;
+        self.lock = Some(dir.try_lock()?);
+        Ok(())
+    }
+
+    fn unlock(&mut self) {
+        self.lock = None;
+    }
+
+    fn read_state(&self) -> RuntimeFile {
+        match &self.state_dir {
+            Ok(dir) => dir.read_runtime(),
+            Err(_) => RuntimeFile::Absent,
+        }
+    }
+
+    fn load_state(&mut self) -> (State, Loaded) {
+        match &self.state_dir {
+            Ok(dir) => dir.load_runtime(),
+            Err(e) => {
+                let mut s = State::fresh("");
+                s.void = Some(format!("no state file: cannot count restarts ({e})"));
+                (s, Loaded::Fresh(None))
+            }
+        }
+    }
+
+    fn save_state(&mut self, state: &State) -> Result<(), String> {
+        self.state_dir
+            .as_ref()
+            .map_err(Clone::clone)?
+            .save_runtime(state)
+    }
+
+    fn write_status(&mut self, line: &str) {
+        if let Ok(dir) = &self.state_dir {
+            let _ = dir.write_status(line);
+        }
+    }
+
+    fn phase1_held(&self) -> Option<String> {
+        self.state_dir.as_ref().ok()?.read_volume()?.held_by()
+    }
+
+    async fn observe(&mut self, wait: Duration) -> Observation {
+        let started = Instant::now();
+        let socket = self.socket();
+        let display = self.target.socket.display().to_string();
+        let waited =
+            || format_duration(Duration::from_millis(started.elapsed().as_millis() as u64));
+        self.conn = None;
+        let (conn, version) = match client::connect_answering(&socket, wait, CALL_TIMEOUT).await {
+            Ok(ok) => ok,
+            Err(e) => {
+                let runtime = RuntimeFacts {
+                    socket: display,
+                    answering: Err(e.to_string()),
+                    waited: waited(),
+                };
+                return Observation {
+                    runtime,
+                    stale: None,
+                    sandbox_image: None,
+                };
+            }
+        };
+        let stale = stale::gather(self.host, &socket, &self.target.root);
+        let answering = runtime::gather(&conn, version).await;
+        let image = sandbox_image::gather(&conn, &self.target.image).await;
+        self.conn = Some(conn);
+        Observation {
+            runtime: RuntimeFacts {
+                socket: display,
+                answering: Ok(Box::new(answering)),
+                waited: waited(),
+            },
+            stale: Some(stale),
+            sandbox_image: Some(image),
+        }
+    }
+
+    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
+        match &self.conn {
+            Some(c) => tasks::running(c).await.map_err(String::from),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn containerd_pid(&self) -> Option<i32> {
+        client::peer_pid(&self.socket()).ok()
+    }
+
+    async fn restart(&mut self) -> Result<String, String> {
+        self.conn = None;
+        run_argv(&self.settings.containerd.restart, RESTART_COMMAND_TIMEOUT).await
+    }
+
+    fn archive_present(&self, archive: &Path) -> bool {
+        self.host.path(archive).is_file()
+    }
+
+    async fn import(&mut self, archive: &Path) -> Import {
+        let conn = match self.conn() {
+            Ok(c) => c,
+            Err(e) => return Import::Failed(e),
+        };
+        let on_host = self.host.path(archive);
+        let timeout = self.settings.sandbox.pull_timeout;
+        let (wanted, snapshotter) = (self.image_name(), self.snapshotter());
+        import_archive(
+            conn,
+            &self.socket(),
+            &on_host,
+            &wanted,
+            &snapshotter,
+            timeout,
+        )
+        .await
+    }
+
+    async fn pull(&mut self) -> Result<String, String> {
+        let conn = self.conn()?;
+        pull::pull(
+            conn,
+            &self.target.image.reference,
+            self.settings.sandbox.pull_timeout,
+        )
+        .await
+    }
+
+    fn image_reference(&self) -> String {
+        self.target.image.reference.clone()
+    }
+
+    fn snapshotter(&self) -> String {
+        self.target.image.snapshotter.clone()
+    }
+}
+
+/// CLOCK_BOOTTIME: keeps counting through suspend and never jumps with the wall clock, so
+/// a backoff recorded by one guard is honoured by the next.
+fn boot_clock() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map(|t| Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32))
+        .unwrap_or_default()
+}

@@ -1,0 +1,26 @@
+//! `guard verify`: phase 1's checks (as on a running node) and then phase 2's, read-only
+//! unless `--repair`.
+
+use super::runtime::{End, Mode};
+use crate::checks::volume::{facts, rules};
+use crate::cli::Context;
+use crate::containerd::config::ContainerdConfig;
+use crate::report::Report;
+
+pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, End), String> {
+    let settings = &ctx.loaded.settings;
+    let socket = crate::containerd::config::socket(settings, cd);
+    let volume = facts::gather(&ctx.host, settings, &cd.root, &socket);
+    let mut report = Report::new(rules::evaluate(
+        &settings.volume,
+        &volume,
+        rules::Phase::Verify,
+    ));
+    let command = match mode.repair {
+        true => "guard verify --repair",
+        false => "guard verify",
+    };
+    let gate = super::run_runtime(ctx, cd, mode, command)?;
+    report.extend(gate.findings);
+    Ok((report, gate.end))
+}

@@ -1,0 +1,14 @@
+//! Remedies change the host, each bounded and each reported as a finding and recorded in
+//! the state file. The phases decide when to apply them; rules never do.
+//!
+//! - [`mount`]: phase 1, mount the volume in the initrd when asked to (never formats).
+//! - [`budget`]: may containerd be restarted now, must it wait, or is the guard terminal?
+//! - [`command`]: runs the restart command (and `ctr images import`), bounded.
+//! - [`restore`]: import the sandbox image from a digest-verified archive.
+//! - [`pull`]: pull the sandbox image through CRI.
+
+pub mod budget;
+pub mod command;
+pub mod mount;
+pub mod pull;
+pub mod restore;

@@ -1,0 +1,324 @@
+//! The one owner of `state_dir` (`/run/containerd-guard`). Everything the guard keeps
+//! between runs goes through [`StateDir`]: this boot's id (read once), one reader and one
+//! atomic writer per file, and the repair lock ([`lock`]).
+//!
+//! Files:
+//! - `volume.ok`: written by `guard volume` on success, removed on failure; containerd's
+//!   drop-in asserts it exists, so containerd cannot start in a boot whose volume was not
+//!   verified.
+//! - `volume.json`: phase 1's last verdict ([`volume::VolumeRecord`]).
+//! - `runtime.json`: phase 2's budget, history and terminal state ([`runtime::State`]).
+//!   A file that does not parse is kept as `runtime.json.corrupt` and means "no restart
+//!   budget this boot", never "fresh".
+//! - `runtime.status`: one human line for people and monitoring.
+//! - `repair.lock`: the repair lock.
+//!
+//! Writes are atomic (temp file, fsync, rename, fsync of the directory): a reader never
+//! sees half a file, even when the guard is killed. Reads never wait on the lock.
+
+pub mod lock;
+pub mod runtime;
+pub mod volume;
+
+use crate::host::Host;
+use crate::report::{Report, Verdict};
+use lock::{LockError, RepairLock};
+use runtime::State;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use volume::VolumeRecord;
+
+pub const VOLUME_MARKER: &str = "volume.ok";
+pub const VOLUME_RECORD: &str = "volume.json";
+pub const STATE_FILE: &str = "runtime.json";
+pub const STATUS_FILE: &str = "runtime.status";
+
+/// What `runtime.json` holds right now, read without changing anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeFile {
+    /// No file: nothing acted this boot.
+    Absent,
+    /// A file from another boot (its id): this boot starts fresh.
+    OtherBoot(String),
+    Current(State),
+    /// It cannot be trusted; why.
+    Corrupt(String),
+}
+
+/// What loading for a repair found, so the caller can report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loaded {
+    /// No file yet, or one from another boot (its boot id is given).
+    Fresh(Option<String>),
+    Current,
+    /// The file did not parse; it was moved to the path given.
+    Corrupt {
+        problem: String,
+        kept: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    dir: PathBuf,
+    boot_id: String,
+}
+
+impl StateDir {
+    /// `state_dir` of this host, for this boot. Fails only when the boot id cannot be read.
+    pub fn open(host: &Host, state_dir: &Path) -> Result<StateDir, String> {
+        let boot = host.boot_id_path();
+        let boot_id = std::fs::read_to_string(&boot)
+            .map_err(|e| format!("cannot identify this boot: {}: {e}", boot.display()))?
+            .trim()
+            .to_string();
+        Ok(StateDir {
+            dir: host.path(state_dir),
+            boot_id,
+        })
+    }
+
+    pub fn boot_id(&self) -> &str {
+        &self.boot_id
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn runtime_path(&self) -> PathBuf {
+        self.dir.join(STATE_FILE)
+    }
+
+    pub fn corrupt_copy(&self) -> PathBuf {
+        self.dir.join(format!("{STATE_FILE}.corrupt"))
+    }
+
+    /// The one reader of `runtime.json`. Changes nothing; never waits.
+    pub fn read_runtime(&self) -> RuntimeFile {
+        let path = self.runtime_path();
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return RuntimeFile::Absent,
+            Err(e) => return RuntimeFile::Corrupt(format!("cannot read {}: {e}", path.display())),
+        };
+        match serde_json::from_slice::<State>(&text) {
+            Ok(s) if s.format != runtime::FORMAT => {
+                RuntimeFile::Corrupt(format!("unknown format {} in {}", s.format, path.display()))
+            }
+            Ok(s) if s.boot_id != self.boot_id => RuntimeFile::OtherBoot(s.boot_id),
+            Ok(s) => RuntimeFile::Current(s),
+            Err(e) => RuntimeFile::Corrupt(format!("{} does not parse: {e}", path.display())),
+        }
+    }
+
+    /// This boot's state for a repairing run (under the repair lock). A corrupt file is
+    /// moved aside (so `guard status` and the operator can see it) and replaced by a state
+    /// whose budget is void for this boot.
+    pub fn load_runtime(&self) -> (State, Loaded) {
+        match self.read_runtime() {
+            RuntimeFile::Absent => (State::fresh(&self.boot_id), Loaded::Fresh(None)),
+            RuntimeFile::OtherBoot(b) => (State::fresh(&self.boot_id), Loaded::Fresh(Some(b))),
+            RuntimeFile::Current(s) => (s, Loaded::Current),
+            RuntimeFile::Corrupt(problem) => self.quarantine(problem),
+        }
+    }
+
+    fn quarantine(&self, problem: String) -> (State, Loaded) {
+        let kept = self.corrupt_copy();
+        let _ = std::fs::rename(self.runtime_path(), &kept);
+        let mut s = State::fresh(&self.boot_id);
+        s.void = Some(format!(
+            "the state file cannot be trusted ({problem}); kept as {}",
+            kept.display()
+        ));
+        (s, Loaded::Corrupt { problem, kept })
+    }
+
+    pub fn save_runtime(&self, state: &State) -> Result<(), String> {
+        let text = serde_json::to_vec_pretty(state).map_err(|e| e.to_string())?;
+        self.write(STATE_FILE, &text)
+    }
+
+    pub fn write_status(&self, line: &str) -> Result<(), String> {
+        self.write(STATUS_FILE, format!("{line}\n").as_bytes())
+    }
+
+    /// This boot's phase-1 record, if `guard volume` ran this boot and left a readable one.
+    pub fn read_volume(&self) -> Option<VolumeRecord> {
+        let text = std::fs::read(self.dir.join(VOLUME_RECORD)).ok()?;
+        let record: VolumeRecord = serde_json::from_slice(&text).ok()?;
+        (record.boot_id == self.boot_id).then_some(record)
+    }
+
+    /// Leaves phase 1's outcome where `guard status`, phase 2 and containerd's unit look:
+    /// the record, and the marker only when the volume was verified.
+    pub fn record_volume(&self, report: &Report) -> Result<(), String> {
+        let record = VolumeRecord::new(&self.boot_id, report);
+        let body = serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?;
+        let written = self.write(VOLUME_RECORD, &body);
+        let marker = match report.verdict() {
+            Verdict::Usable => self.write(VOLUME_MARKER, format!("{}\n", self.boot_id).as_bytes()),
+            Verdict::Unusable => self.remove(VOLUME_MARKER).map(|_| ()),
+        };
+        written.and(marker)
+    }
+
+    /// `guard reset`: forget this boot's budget and terminal state. True if anything was
+    /// there to forget.
+    pub fn reset(&self) -> Result<bool, String> {
+        let state = self.remove(STATE_FILE)?;
+        let corrupt = self.remove(&format!("{STATE_FILE}.corrupt"))?;
+        Ok(state || corrupt)
+    }
+
+    /// One attempt at the repair lock; see [`lock`].
+    pub fn try_lock(&self) -> Result<RepairLock, LockError> {
+        lock::try_lock(&self.dir)
+    }
+
+    fn remove(&self, name: &str) -> Result<bool, String> {
+        let path = self.dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(format!("cannot remove {}: {e}", path.display())),
+        }
+    }
+
+    fn write(&self, name: &str, data: &[u8]) -> Result<(), String> {
+        let target = self.dir.join(name);
+        write_atomic(&target, data).map_err(|e| format!("cannot write {}: {e}", target.display()))
+    }
+}
+
+/// temp file in the same directory, write, fsync, rename over, fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    // The rename itself must reach the disk too (matters when state_dir is persistent).
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runtime::Record;
+    use super::*;
+
+    fn state_dir(tmp: &Path, boot: &str) -> StateDir {
+        let host = Host::at(tmp);
+        let p = host.boot_id_path();
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, format!("{boot}\n")).unwrap();
+        StateDir::open(&host, Path::new("/run/containerd-guard")).unwrap()
+    }
+
+    fn restart_record() -> Record {
+        Record {
+            uptime_ms: 1,
+            unix: 2,
+            item: "containerd".into(),
+            action: "restart".into(),
+            outcome: "ok".into(),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_boot_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = state_dir(tmp.path(), "b1");
+        let (mut st, how) = s.load_runtime();
+        assert_eq!(how, Loaded::Fresh(None));
+        st.record(restart_record());
+        s.save_runtime(&st).unwrap();
+        let (again, how) = s.load_runtime();
+        assert_eq!(how, Loaded::Current);
+        assert_eq!(again.restarts.len(), 1);
+        let s2 = state_dir(tmp.path(), "b2");
+        let (st2, how) = s2.load_runtime();
+        assert_eq!(how, Loaded::Fresh(Some("b1".into())));
+        assert!(st2.restarts.is_empty());
+    }
+
+    #[test]
+    fn reading_changes_nothing_and_loading_quarantines_a_corrupt_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = state_dir(tmp.path(), "b1");
+        std::fs::create_dir_all(s.dir()).unwrap();
+        std::fs::write(s.runtime_path(), b"{ not json").unwrap();
+        assert!(matches!(s.read_runtime(), RuntimeFile::Corrupt(_)));
+        assert!(s.runtime_path().exists(), "a read must not move the file");
+        let (st, how) = s.load_runtime();
+        assert!(matches!(how, Loaded::Corrupt { .. }), "{how:?}");
+        assert!(st.void.as_deref().unwrap().contains("cannot be trusted"));
+        assert!(s.corrupt_copy().exists());
+        // Saved, the void survives the next load: corrupt never becomes fresh.
+        s.save_runtime(&st).unwrap();
+        let (st, _) = s.load_runtime();
+        assert!(st.void.is_some());
+        assert!(s.reset().unwrap());
+        assert_eq!(s.load_runtime().1, Loaded::Fresh(None));
+        assert!(!s.reset().unwrap(), "nothing left to clear");
+    }
+
+    #[test]
+    fn volume_record_and_marker_follow_the_verdict() {
+        use crate::report::{Finding, Id};
+        let tmp = tempfile::tempdir().unwrap();
+        let s = state_dir(tmp.path(), "b1");
+        let ok = Report::new(vec![Finding::pass(Id::VolumeMounted, "mounted")]);
+        s.record_volume(&ok).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(s.dir().join(VOLUME_MARKER)).unwrap(),
+            "b1\n"
+        );
+        assert_eq!(s.read_volume().unwrap().held_by(), None);
+        let bad = Report::new(vec![Finding::fail(Id::VolumeMounted, "not mounted")]);
+        s.record_volume(&bad).unwrap();
+        assert!(!s.dir().join(VOLUME_MARKER).exists());
+        let held = s.read_volume().unwrap().held_by().unwrap();
+        assert_eq!(held, "volume.mounted: not mounted");
+        let other_boot = state_dir(tmp.path(), "b2");
+        assert_eq!(
+            other_boot.read_volume(),
+            None,
+            "a record of another boot is ignored"
+        );
+    }
+
+    #[test]
+    fn atomic_write_replaces_the_whole_file_and_leaves_no_temp_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub/state.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+    }
+}
