@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the phase-2 scripts (bench-runtime, demo): a pause-like image built locally
 # without network, and a containerd on private paths that can be restarted by a program
 # invoked as an argument vector (standing in for `systemctl restart containerd`).
@@ -34,6 +35,8 @@ build_pause_oci() {
 
 # write_containerd_config FILE ROOT STATE SOCKET SANDBOX_IMAGE
 write_containerd_config() {
+    local dir
+    dir=$(dirname "$1")
     cat >"$1" <<TOML
 version = 2
 root = "$2"
@@ -43,7 +46,7 @@ state = "$3"
 [ttrpc]
   address = "$4.ttrpc"
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$(dirname "$1")/opt"
+  path = "$dir/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   restrict_oom_score_adj = true
   sandbox_image = "$5"

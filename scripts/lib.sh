@@ -11,8 +11,10 @@
 #   protobuf-compiler      - protoc for the phase-2 gRPC code generation
 #   time                   - /usr/bin/time for peak RSS in scripts/bench-volume
 #   gcc libc6-dev          - a static pause binary for the locally built sandbox image
+#   ShellCheck             - the package `shellcheck`: lints every shell script (scripts/test)
+# shellcheck disable=SC2034 # used by scripts/test, which sources this file
 TEST_PACKAGES=(containerd runc e2fsprogs xfsprogs btrfs-progs fdisk util-linux
-    docker-registry protobuf-compiler time gcc libc6-dev)
+    docker-registry protobuf-compiler time gcc libc6-dev shellcheck)
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -33,7 +33,10 @@ impl Node {
     /// The volume mounted at containerd's root, containerd started on it. `image` is the
     /// sandbox image name written into containerd's config.
     fn healthy(image: &str) -> Node {
-        require_root(TOOLS);
+        assert!(
+            require_root(TOOLS),
+            "start the test with `if !require_root(TOOLS) {{ return; }}`"
+        );
         let t = TempRoot::new();
         t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
         let vol = LoopVolume::new(
@@ -117,6 +120,9 @@ fn has_finding(out: &Outcome, id: &str) -> bool {
 
 #[test]
 fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s1", dead_port()));
     n.import_image();
     let pid = n.ctrd.pid();
@@ -159,6 +165,9 @@ fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
 
 #[test]
 fn s02_tkgs_order_stale_detected_restarted_once_usable() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s2", dead_port()));
     // The kubelet's view before the guard: the TKGS failure.
     let before = run_pod_sandbox(&n.t.socket());
@@ -209,7 +218,9 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
 
 #[test]
 fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s3", dead_port());
     t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
@@ -249,6 +260,9 @@ fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() 
 
 #[test]
 fn s04_volume_lazily_unmounted_under_running_containerd_is_detected() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s4", dead_port()));
     n.import_image();
     run("umount", &["-l", n.t.volume_path().to_str().unwrap()]);
@@ -270,6 +284,9 @@ fn s04_volume_lazily_unmounted_under_running_containerd_is_detected() {
 
 #[test]
 fn s05_image_missing_archive_present_restored_without_pull() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s5", dead_port()));
     let docker = n.img.write_docker(&n.t.path().join("pause.docker.tar"));
     let cfg = n.config(
@@ -297,7 +314,9 @@ fn s05_image_missing_archive_present_restored_without_pull() {
 
 #[test]
 fn s06_corrupt_archive_refused_then_pulled_from_registry() {
-    require_root(&["docker-registry"]);
+    if !require_root(&["docker-registry"]) {
+        return;
+    }
     let reg = Registry::start();
     let image = format!("127.0.0.1:{}/guard/pause:s6", reg.port);
     let n = Node::healthy(&image);
@@ -322,6 +341,9 @@ fn s06_corrupt_archive_refused_then_pulled_from_registry() {
 
 #[test]
 fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let image = format!("127.0.0.1:{}/guard/pause:s7", dead_port());
     let n = Node::healthy(&image);
     let missing = n.t.path().join("baked/pause.tar");
@@ -393,6 +415,9 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
 
 #[test]
 fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8", dead_port()));
     let extra = "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"100ms\"\n\n[hold]\ntimeout = \"3s\"\n";
     let cfg = n.config(&n.ctrd.noop_program(), extra);
@@ -439,6 +464,9 @@ fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
 
 #[test]
 fn s08b_backoff_holds_across_invocations() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8b", dead_port()));
     let cfg = n.config(
         &n.ctrd.noop_program(),
@@ -460,7 +488,9 @@ fn s08b_backoff_holds_across_invocations() {
 
 #[test]
 fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let sock = t.path().join("silent.sock");
     // The kernel accepts connections into the backlog; nothing ever answers.
@@ -514,6 +544,9 @@ fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
 
 #[test]
 fn s10_corrupt_state_file_means_no_budget_until_reset() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s10", dead_port()));
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     std::fs::create_dir_all(n.t.guard_state_dir()).unwrap();
@@ -541,7 +574,9 @@ fn s10_corrupt_state_file_means_no_budget_until_reset() {
 
 #[test]
 fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s11", dead_port());
     t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
@@ -601,7 +636,9 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
 
 #[test]
 fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s12", dead_port());
     t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
@@ -627,6 +664,9 @@ fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
 
 #[test]
 fn s13_no_restart_without_a_durable_record() {
+    if !require_root(TOOLS) {
+        return;
+    }
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s13", dead_port()));
     // state_dir on a read-only filesystem: readable (empty), not writable.
     let ro = n.t.path().join("ro-state");
@@ -645,7 +685,9 @@ fn s13_no_restart_without_a_durable_record() {
 
 #[test]
 fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     t.write_containerd_config("");
     std::fs::create_dir_all(t.volume_path()).unwrap();

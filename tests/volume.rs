@@ -73,7 +73,9 @@ fn all_pass(o: &Outcome) {
 
 #[test]
 fn healthy_ext4_by_label_passes() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
@@ -94,7 +96,9 @@ fn healthy_ext4_by_label_passes() {
 
 #[test]
 fn healthy_ext4_by_uuid_passes() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     // Upper case in the config: UUIDs compare case-insensitively.
@@ -108,7 +112,9 @@ fn healthy_ext4_by_uuid_passes() {
 
 #[test]
 fn healthy_xfs_passes() {
-    require_root(&[TOOLS, &["mkfs.xfs"]].concat());
+    if !require_root(&[TOOLS, &["mkfs.xfs"]].concat()) {
+        return;
+    }
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Xfs, &l, &t.volume_path());
@@ -120,7 +126,9 @@ fn healthy_xfs_passes() {
 
 #[test]
 fn device_path_form_passes() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     let dev = v.device.path.display().to_string();
@@ -131,7 +139,9 @@ fn device_path_form_passes() {
 
 #[test]
 fn partuuid_and_partlabel_on_gpt_loop_device_pass() {
-    require_root(&[TOOLS, &["sfdisk"]].concat());
+    if !require_root(&[TOOLS, &["sfdisk"]].concat()) {
+        return;
+    }
     let t = TempRoot::new();
     let img = Image::sparse(t.images().join("gpt.img"), 96 << 20);
     let partuuid = random_uuid();
@@ -175,7 +185,9 @@ fn partuuid_and_partlabel_on_gpt_loop_device_pass() {
 
 #[test]
 fn nothing_mounted_fails_after_a_bounded_wait() {
-    require_root(&[]);
+    if !require_root(&[]) {
+        return;
+    }
     let t = TempRoot::on_root_filesystem();
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let cfg = t.write_guard_config(SHORT_WAIT, "");
@@ -197,7 +209,9 @@ fn nothing_mounted_fails_after_a_bounded_wait() {
 
 #[test]
 fn wrong_label_fails_and_names_the_label() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let mounted = label();
     let wanted = label();
@@ -214,7 +228,9 @@ fn wrong_label_fails_and_names_the_label() {
 
 #[test]
 fn uuid_mismatch_fails_and_shows_both_devices() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let mounted = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     // The expected disk exists (attached, not mounted): a different device is mounted.
@@ -238,7 +254,9 @@ fn uuid_mismatch_fails_and_shows_both_devices() {
 
 #[test]
 fn tmpfs_fails() {
-    require_root(&["mount", "umount"]);
+    if !require_root(&["mount", "umount"]) {
+        return;
+    }
     let t = TempRoot::new();
     let _m = Mount::fs("tmpfs", "cg-test-tmpfs", &t.volume_path(), "size=16m");
     let cfg = t.write_guard_config(SHORT_WAIT, "");
@@ -248,7 +266,9 @@ fn tmpfs_fails() {
 
 #[test]
 fn tmpfs_passes_when_allowed() {
-    require_root(&["mount", "umount"]);
+    if !require_root(&["mount", "umount"]) {
+        return;
+    }
     let t = TempRoot::new();
     let _m = Mount::fs("tmpfs", "cg-test-tmpfs", &t.volume_path(), "size=16m");
     let cfg = t.write_guard_config(&format!("allow = [\"tmpfs\"]\n{SHORT_WAIT}"), "");
@@ -257,7 +277,9 @@ fn tmpfs_passes_when_allowed() {
 
 #[test]
 fn overlay_fails() {
-    require_root(&["mount", "umount"]);
+    if !require_root(&["mount", "umount"]) {
+        return;
+    }
     let t = TempRoot::new();
     let base = t.path().join("ovl");
     for d in ["lower", "upper", "work"] {
@@ -280,7 +302,9 @@ fn overlay_fails() {
 
 #[test]
 fn bind_mount_of_a_root_filesystem_directory_fails() {
-    require_root(&["mount", "umount"]);
+    if !require_root(&["mount", "umount"]) {
+        return;
+    }
     let t = TempRoot::on_root_filesystem();
     // A directory on the root filesystem (checked below).
     let src = t.path().join("on-rootfs");
@@ -313,7 +337,9 @@ fn bind_mount_of_a_root_filesystem_directory_fails() {
 
 #[test]
 fn device_that_appears_within_wait_passes() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let l = label();
     let at = t.volume_path();
@@ -349,7 +375,9 @@ fn device_that_appears_within_wait_passes() {
 
 #[test]
 fn device_that_never_appears_fails_after_wait() {
-    require_root(&[]);
+    if !require_root(&[]) {
+        return;
+    }
     let t = TempRoot::new();
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let l = label();
@@ -374,7 +402,9 @@ fn device_that_never_appears_fails_after_wait() {
 
 #[test]
 fn read_only_mount_fails() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::with(&t.images(), FsKind::Ext4, &l, &[], &t.volume_path(), "ro");
@@ -384,7 +414,9 @@ fn read_only_mount_fails() {
 
 #[test]
 fn ext4_errors_remount_ro_trip_fails() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let l = label();
     let v = LoopVolume::with(
@@ -428,7 +460,9 @@ fn statvfs(p: &Path) -> nix::sys::statvfs::Statvfs {
 
 #[test]
 fn full_volume_fails_min_free() {
-    require_root(&[TOOLS, &["fallocate"]].concat());
+    if !require_root(&[TOOLS, &["fallocate"]].concat()) {
+        return;
+    }
     let t = TempRoot::new();
     let v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     // Fill it: leave less than 1 MiB for unprivileged writers.
@@ -455,7 +489,9 @@ fn full_volume_fails_min_free() {
 
 #[test]
 fn healthy_volume_meets_min_free() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     let cfg = t.write_guard_config(&format!("min_free = \"16MiB\"\n{SHORT_WAIT}"), "");
@@ -464,7 +500,9 @@ fn healthy_volume_meets_min_free() {
 
 #[test]
 fn too_few_free_inodes_fails_min_free_inodes() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     // A filesystem with very few inodes, most of them used.
     let v = LoopVolume::with(
@@ -501,7 +539,9 @@ fn too_few_free_inodes_fails_min_free_inodes() {
 
 #[test]
 fn hidden_data_under_the_mount_point_warns_with_its_size() {
-    require_root(TOOLS);
+    if !require_root(TOOLS) {
+        return;
+    }
     let t = TempRoot::new();
     // An earlier boot's containerd wrote to the root filesystem's directory.
     let stale = t.volume_path().join("io.containerd.metadata.v1.bolt");
@@ -538,7 +578,9 @@ fn hidden_data_under_the_mount_point_warns_with_its_size() {
 
 #[test]
 fn containerd_already_running_fails_volume_but_not_verify() {
-    require_root(&[TOOLS, &["containerd", "runc"]].concat());
+    if !require_root(&[TOOLS, &["containerd", "runc"]].concat()) {
+        return;
+    }
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());

@@ -20,8 +20,9 @@ trap 'rm -rf "$tmp"' EXIT
 
 # dracut config is written before the kernel is unpacked so that the one
 # initrd generated during install is already the small generic one.
+# shellcheck disable=SC2016 # the hooks' "$1" is expanded by mmdebstrap's shell, not here
 mmdebstrap --variant=minbase --mode=root --format=tar \
-  --include="$(echo $PACKAGES | tr ' ' ,)" \
+  --include="${PACKAGES// /,}" \
   --aptopt='Acquire::Retries "3"' \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' \

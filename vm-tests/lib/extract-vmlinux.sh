@@ -4,12 +4,12 @@ set -euo pipefail
 img=$1
 try() { # $1 = magic (printf-escaped), $2 = decompressor
   local off
-  for off in $(LC_ALL=C grep -obUaP "$1" "$img" | cut -d: -f1); do
+  while read -r off; do
     if tail -c +$((off + 1)) "$img" | $2 2>/dev/null > "$tmp"; then :; fi
     if [ -s "$tmp" ] && [ "$(head -c 4 "$tmp" | od -An -c | tr -d ' ')" = '177ELF' ]; then
       cat "$tmp"; return 0
     fi
-  done
+  done < <(LC_ALL=C grep -obUaP "$1" "$img" | cut -d: -f1)
   return 1
 }
 tmp=$(mktemp); trap 'rm -f "$tmp"' EXIT

@@ -1,4 +1,8 @@
 #!/bin/bash
+# shellcheck shell=bash
+# dracut sources this file and provides $moddir, $initdir, $dracutsysrootdir,
+# $systemdsystemunitdir and the inst_* / dfatal functions:
+# shellcheck disable=SC2154
 # dracut module: containerd-guard in the initrd.
 # Verifies the OS's ephemeral containerd volume under /sysroot before switch-root and,
 # when configured ([volume] mount = true in /etc/containerd-guard/initrd.toml inside the
