@@ -162,149 +162,176 @@ pub fn verify(
     os: &str,
     arch: &str,
 ) -> Result<Verified, String> {
-    let want_digest = wanted.split_once('@').map(|(_, d)| d.to_string());
     if let Some(index) = files.get("index.json") {
-        let index: Value = serde_json::from_slice(index).map_err(|e| format!("index.json: {e}"))?;
-        let entries = index
-            .get("manifests")
-            .and_then(Value::as_array)
-            .ok_or("index.json has no manifests")?;
-        let mut names = Vec::new();
-        let mut chosen: Option<Desc> = None;
-        for e in entries {
-            let name = image_name(e.get("annotations"));
-            let d = desc(e).ok_or("index.json has an entry without mediaType or digest")?;
-            let by_name = name.as_deref() == Some(wanted.split('@').next().unwrap_or(wanted));
-            let by_digest = want_digest.as_deref() == Some(d.digest.as_str());
-            if let Some(n) = name {
-                names.push(n);
-            }
-            if (by_name || by_digest) && chosen.is_none() {
-                chosen = Some(d);
-            }
-        }
-        if chosen.is_none() && entries.len() == 1 && want_digest.is_none() {
-            chosen = entries.first().and_then(desc);
-        }
-        let top = chosen.ok_or_else(|| {
-            format!(
-                "index.json names no image {wanted} (it has: {})",
-                names.join(", ")
-            )
-        })?;
-        if let Some(d) = &want_digest {
-            if &top.digest != d {
-                return Err(format!(
-                    "the archive's {wanted} is {}, not the configured digest",
-                    top.digest
-                ));
-            }
-        }
-        let top_data = checked_blob(files, &top)?;
-        let manifest_desc = if is_index(&top.media_type) {
-            let v: Value =
-                serde_json::from_slice(top_data).map_err(|e| format!("{}: {e}", top.digest))?;
-            let m = pick_manifest(&v, os, arch)
-                .ok_or_else(|| format!("{} has no {os}/{arch} manifest", top.digest))?;
-            checked_blob(files, &m)?;
-            m
-        } else {
-            top.clone()
-        };
-        let manifest: Value = serde_json::from_slice(checked_blob(files, &manifest_desc)?)
-            .map_err(|e| format!("{}: {e}", manifest_desc.digest))?;
-        let (config, layers) = manifest_parts(&manifest)
-            .ok_or_else(|| format!("{} is not an image manifest", manifest_desc.digest))?;
-        checked_blob(files, &config)?;
-        for l in &layers {
-            checked_blob(files, l)?;
-        }
-        return Ok(Verified {
-            format: Format::Oci,
-            names,
-            top: Some(top),
-        });
+        return verify_oci(files, index, wanted, os, arch);
     }
-    if let Some(m) = files.get("manifest.json") {
-        let list: Value = serde_json::from_slice(m).map_err(|e| format!("manifest.json: {e}"))?;
-        let entries = list.as_array().ok_or("manifest.json is not a list")?;
-        let plain = wanted.split('@').next().unwrap_or(wanted);
-        let entry = entries
-            .iter()
-            .find(|e| {
-                e.get("RepoTags")
-                    .and_then(Value::as_array)
-                    .is_some_and(|tags| {
-                        tags.iter()
-                            .filter_map(Value::as_str)
-                            .any(|t| normalize_ref(t) == plain)
-                    })
-            })
-            .or(if entries.len() == 1 {
-                entries.first()
-            } else {
-                None
-            })
-            .ok_or_else(|| format!("manifest.json names no image {wanted}"))?;
-        let names = entry
-            .get("RepoTags")
-            .and_then(Value::as_array)
-            .map(|t| {
-                t.iter()
-                    .filter_map(Value::as_str)
-                    .map(normalize_ref)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let config_name = entry
-            .get("Config")
-            .and_then(Value::as_str)
-            .ok_or("manifest.json entry has no Config")?;
-        let config = files
-            .get(config_name)
-            .ok_or_else(|| format!("{config_name} is missing"))?;
-        let hex = Path::new(config_name)
-            .file_name()
-            .map(|f| f.to_string_lossy().trim_end_matches(".json").to_string())
-            .unwrap_or_default();
-        let got = sha256_digest(config);
-        if got != format!("sha256:{hex}") {
-            return Err(format!(
-                "{config_name} has digest {got}, its name says sha256:{hex}"
-            ));
-        }
-        let config: Value =
-            serde_json::from_slice(config).map_err(|e| format!("{config_name}: {e}"))?;
-        let diffs =
-            diff_ids(&config).ok_or_else(|| format!("{config_name} has no rootfs.diff_ids"))?;
-        let layers: Vec<&str> = entry
-            .get("Layers")
-            .and_then(Value::as_array)
-            .map(|l| l.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if layers.len() != diffs.len() {
-            return Err(format!(
-                "{} layers but the config lists {} diff IDs",
-                layers.len(),
-                diffs.len()
-            ));
-        }
-        for (layer, diff) in layers.iter().zip(&diffs) {
-            let data = files
-                .get(*layer)
-                .ok_or_else(|| format!("{layer} is missing"))?;
-            let got = sha256_digest(data);
-            if &got != diff {
-                return Err(format!("{layer} has digest {got}, the config says {diff}"));
-            }
-        }
-        return Ok(Verified {
-            format: Format::Docker,
-            names,
-            top: None,
-        });
+    if let Some(manifest) = files.get("manifest.json") {
+        return verify_docker(files, manifest, wanted);
     }
     Err("neither index.json (OCI layout) nor manifest.json (docker archive) in the archive".into())
+}
+
+/// An OCI layout: the index entry for `wanted`, then every blob below it by digest.
+fn verify_oci(
+    files: &BTreeMap<String, Vec<u8>>,
+    index: &[u8],
+    wanted: &str,
+    os: &str,
+    arch: &str,
+) -> Result<Verified, String> {
+    let index: Value = serde_json::from_slice(index).map_err(|e| format!("index.json: {e}"))?;
+    let (top, names) = index_entry(&index, wanted)?;
+    let top_data = checked_blob(files, &top)?;
+    let manifest_desc = if is_index(&top.media_type) {
+        let v: Value =
+            serde_json::from_slice(top_data).map_err(|e| format!("{}: {e}", top.digest))?;
+        let m = pick_manifest(&v, os, arch)
+            .ok_or_else(|| format!("{} has no {os}/{arch} manifest", top.digest))?;
+        checked_blob(files, &m)?;
+        m
+    } else {
+        top.clone()
+    };
+    let manifest: Value = serde_json::from_slice(checked_blob(files, &manifest_desc)?)
+        .map_err(|e| format!("{}: {e}", manifest_desc.digest))?;
+    let (config, layers) = manifest_parts(&manifest)
+        .ok_or_else(|| format!("{} is not an image manifest", manifest_desc.digest))?;
+    checked_blob(files, &config)?;
+    for l in &layers {
+        checked_blob(files, l)?;
+    }
+    Ok(Verified {
+        format: Format::Oci,
+        names,
+        top: Some(top),
+    })
+}
+
+/// The index entry naming `wanted` (by name or by its `@digest`; the only entry when there
+/// is one and no digest is asked for), and every name the index gives.
+fn index_entry(index: &Value, wanted: &str) -> Result<(Desc, Vec<String>), String> {
+    let want_digest = wanted.split_once('@').map(|(_, d)| d.to_string());
+    let plain = wanted.split('@').next().unwrap_or(wanted);
+    let entries = index
+        .get("manifests")
+        .and_then(Value::as_array)
+        .ok_or("index.json has no manifests")?;
+    let mut names = Vec::new();
+    let mut chosen: Option<Desc> = None;
+    for e in entries {
+        let name = image_name(e.get("annotations"));
+        let d = desc(e).ok_or("index.json has an entry without mediaType or digest")?;
+        let by_name = name.as_deref() == Some(plain);
+        let by_digest = want_digest.as_deref() == Some(d.digest.as_str());
+        names.extend(name);
+        if (by_name || by_digest) && chosen.is_none() {
+            chosen = Some(d);
+        }
+    }
+    if chosen.is_none() && entries.len() == 1 && want_digest.is_none() {
+        chosen = entries.first().and_then(desc);
+    }
+    let top = chosen.ok_or_else(|| {
+        format!(
+            "index.json names no image {wanted} (it has: {})",
+            names.join(", ")
+        )
+    })?;
+    match &want_digest {
+        Some(d) if &top.digest != d => Err(format!(
+            "the archive's {wanted} is {}, not the configured digest",
+            top.digest
+        )),
+        _ => Ok((top, names)),
+    }
+}
+
+/// A `docker save` archive: the manifest.json entry for `wanted`, its config by the digest
+/// in its file name, and each layer by the config's diff IDs.
+fn verify_docker(
+    files: &BTreeMap<String, Vec<u8>>,
+    manifest: &[u8],
+    wanted: &str,
+) -> Result<Verified, String> {
+    let list: Value =
+        serde_json::from_slice(manifest).map_err(|e| format!("manifest.json: {e}"))?;
+    let entries = list.as_array().ok_or("manifest.json is not a list")?;
+    let entry = docker_entry(entries, wanted)?;
+    let tags = |e: &Value| -> Vec<String> {
+        let tags = e.get("RepoTags").and_then(Value::as_array);
+        let texts = tags.into_iter().flatten().filter_map(Value::as_str);
+        texts.map(normalize_ref).collect()
+    };
+    let names = tags(entry);
+    let config_name = entry
+        .get("Config")
+        .and_then(Value::as_str)
+        .ok_or("manifest.json entry has no Config")?;
+    let diffs = docker_config_diffs(files, config_name)?;
+    let layers: Vec<&str> = entry
+        .get("Layers")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if layers.len() != diffs.len() {
+        return Err(format!(
+            "{} layers but the config lists {} diff IDs",
+            layers.len(),
+            diffs.len()
+        ));
+    }
+    for (layer, diff) in layers.iter().zip(&diffs) {
+        let data = files
+            .get(*layer)
+            .ok_or_else(|| format!("{layer} is missing"))?;
+        let got = sha256_digest(data);
+        if &got != diff {
+            return Err(format!("{layer} has digest {got}, the config says {diff}"));
+        }
+    }
+    Ok(Verified {
+        format: Format::Docker,
+        names,
+        top: None,
+    })
+}
+
+fn docker_entry<'a>(entries: &'a [Value], wanted: &str) -> Result<&'a Value, String> {
+    let plain = wanted.split('@').next().unwrap_or(wanted);
+    let tagged = |e: &&Value| {
+        let tags = e.get("RepoTags").and_then(Value::as_array);
+        let mut texts = tags.into_iter().flatten().filter_map(Value::as_str);
+        texts.any(|t| normalize_ref(t) == plain)
+    };
+    let only = (entries.len() == 1).then(|| entries.first()).flatten();
+    entries
+        .iter()
+        .find(tagged)
+        .or(only)
+        .ok_or_else(|| format!("manifest.json names no image {wanted}"))
+}
+
+/// The config named `<hex>.json` must hash to `sha256:<hex>`; its diff IDs.
+fn docker_config_diffs(
+    files: &BTreeMap<String, Vec<u8>>,
+    config_name: &str,
+) -> Result<Vec<String>, String> {
+    let config = files
+        .get(config_name)
+        .ok_or_else(|| format!("{config_name} is missing"))?;
+    let hex = Path::new(config_name)
+        .file_name()
+        .map(|f| f.to_string_lossy().trim_end_matches(".json").to_string())
+        .unwrap_or_default();
+    let got = sha256_digest(config);
+    if got != format!("sha256:{hex}") {
+        return Err(format!(
+            "{config_name} has digest {got}, its name says sha256:{hex}"
+        ));
+    }
+    let config: Value =
+        serde_json::from_slice(config).map_err(|e| format!("{config_name}: {e}"))?;
+    diff_ids(&config).ok_or_else(|| format!("{config_name} has no rootfs.diff_ids"))
 }
 
 #[cfg(test)]

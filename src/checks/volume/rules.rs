@@ -5,6 +5,7 @@ use crate::checks::volume::facts::VolumeFacts;
 use crate::config::units::human_size;
 use crate::config::VolumeSettings;
 use crate::host::blockdev::Lookup;
+use crate::host::mountinfo::{MountEntry, MountTable};
 use crate::report::{Finding, Id};
 
 /// Where the checks run: before containerd (a live containerd is a fault) or by hand on a
@@ -18,69 +19,72 @@ pub enum Phase {
 /// Filesystems that keep data in RAM or in another filesystem: never the ephemeral disk.
 const NOT_A_DISK: &[&str] = &["overlay", "tmpfs", "ramfs"];
 
+/// Every phase-1 check, in the order of the table in README.md.
 pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) -> Vec<Finding> {
     let path = facts.path.display().to_string();
-    let mut out = Vec::new();
-
     let table = match &facts.mounts {
         Ok(t) => t,
         Err(e) => {
-            out.push(
+            return vec![
                 Finding::fail(Id::VolumeMounted, "cannot read the mount table")
                     .evidence(e.clone())
                     .remedy("run the guard as root on the host (not inside a container)"),
-            );
-            return out;
+            ]
         }
     };
-    let root = table.root();
-    let mount = facts.mount();
-
-    // 1. A mount point at all.
-    match mount {
-        Some(m) => out.push(Finding::pass(
-            Id::VolumeMounted,
-            format!("{path} is a mount point ({} on {})", m.source, m.dev),
-        )),
-        None => {
-            let under = table.containing(&facts.path);
-            out.push(
-                Finding::fail(Id::VolumeMounted, format!("{path} is not a mount point"))
-                    .evidence(match under {
-                        Some(u) => format!(
-                            "{path} is a plain directory on {} ({} {}, mounted at {})",
-                            u.source,
-                            u.fstype,
-                            u.dev,
-                            u.mount_point.display()
-                        ),
-                        None => format!("no mount holds {path}"),
-                    })
-                    .remedy(format!(
-                        "mount the ephemeral volume at {path} (see `systemctl status {}` and \
-                         `journalctl -b -u {}`); containerd must not start until it is",
-                        mount_unit_name(&facts.path),
-                        mount_unit_name(&facts.path)
-                    )),
-            );
-        }
-    }
-
-    // 2. The configured device, compared by device number.
-    out.push(device_finding(facts, &path));
-
-    let Some(m) = mount else {
+    let mut out = vec![mounted(facts, table, &path), device_finding(facts, &path)];
+    let Some(m) = facts.mount() else {
         out.push(containerd_finding(facts, phase));
         return out;
     };
+    out.push(fstype(settings, m, &path));
+    out.push(not_root(table.root(), m, &path));
+    out.push(backing(settings, m, &path));
+    out.push(writable(facts, m, &path));
+    out.extend(space(settings, facts, m));
+    out.extend(hidden(facts, &path));
+    out.push(containerd_finding(facts, phase));
+    out
+}
 
-    // 3. Filesystem type.
+/// 1. A mount point at all.
+fn mounted(facts: &VolumeFacts, table: &MountTable, path: &str) -> Finding {
+    match facts.mount() {
+        Some(m) => Finding::pass(
+            Id::VolumeMounted,
+            format!("{path} is a mount point ({} on {})", m.source, m.dev),
+        ),
+        None => {
+            let under = table.containing(&facts.path);
+            Finding::fail(Id::VolumeMounted, format!("{path} is not a mount point"))
+                .evidence(match under {
+                    Some(u) => format!(
+                        "{path} is a plain directory on {} ({} {}, mounted at {})",
+                        u.source,
+                        u.fstype,
+                        u.dev,
+                        u.mount_point.display()
+                    ),
+                    None => format!("no mount holds {path}"),
+                })
+                .remedy(format!(
+                    "mount the ephemeral volume at {path} (see `systemctl status {}` and \
+                         `journalctl -b -u {}`); containerd must not start until it is",
+                    mount_unit_name(&facts.path),
+                    mount_unit_name(&facts.path)
+                ))
+        }
+    }
+}
+
+/// 3. Filesystem type.
+fn fstype(settings: &VolumeSettings, m: &MountEntry, path: &str) -> Finding {
     let allowed = settings
         .fstypes
         .iter()
         .chain(&settings.allow)
         .any(|t| *t == m.fstype);
-    out.push(if allowed {
+    if allowed {
         Finding::pass(
             Id::VolumeFstype,
             format!("filesystem type {} is allowed", m.fstype),
@@ -99,10 +103,12 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
         .remedy(
             "mount the ephemeral disk there, or add the type to [volume] fstypes if it is intended",
         )
-    });
+    }
+}
 
-    // 4. Not the root filesystem's device (a bind mount of a root directory looks mounted).
-    out.push(match root {
+/// 4. Not the root filesystem's device (a bind mount of a root directory looks mounted).
+fn not_root(root: Option<&MountEntry>, m: &MountEntry, path: &str) -> Finding {
+    match root {
         Some(r) if r.dev == m.dev => Finding::fail(
             Id::VolumeNotRoot,
             "the volume is on the root filesystem's device",
@@ -130,11 +136,13 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
             "the root mount is not visible; cannot compare",
         )
         .evidence("no entry for / in mountinfo"),
-    });
+    }
+}
 
-    // 5. Disk-backed, unless explicitly allowed.
+/// 5. Disk-backed, unless explicitly allowed.
+fn backing(settings: &VolumeSettings, m: &MountEntry, path: &str) -> Finding {
     let ram = NOT_A_DISK.contains(&m.fstype.as_str());
-    out.push(if ram && !settings.allow.contains(&m.fstype) {
+    if ram && !settings.allow.contains(&m.fstype) {
         Finding::fail(
             Id::VolumeBacking,
             format!("{path} is {}, not a disk", m.fstype),
@@ -154,10 +162,12 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
         )
     } else {
         Finding::pass(Id::VolumeBacking, "the volume is disk-backed")
-    });
+    }
+}
 
-    // 6. Writable.
-    out.push(if m.is_read_only() {
+/// 6. Writable.
+fn writable(facts: &VolumeFacts, m: &MountEntry, path: &str) -> Finding {
+    if m.is_read_only() {
         Finding::fail(Id::VolumeWritable, format!("{path} is read-only"))
             .evidence(format!("mount options {}; filesystem options {}", m.mount_options.join(","), m.super_options.join(",")))
             .remedy(format!(
@@ -166,17 +176,21 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
             ))
     } else {
         match &facts.write_probe {
-            Some(Err(e)) => Finding::fail(Id::VolumeWritable, format!("{path} does not accept writes"))
-                .evidence(e.clone())
-                .remedy(format!("check `dmesg` and the health of {}", m.source)),
+            Some(Err(e)) => {
+                Finding::fail(Id::VolumeWritable, format!("{path} does not accept writes"))
+                    .evidence(e.clone())
+                    .remedy(format!("check `dmesg` and the health of {}", m.source))
+            }
             _ => Finding::pass(Id::VolumeWritable, "the volume accepts writes"),
         }
-    });
+    }
+}
 
-    // 7. Space and inodes.
+/// 7. Space and inodes.
+fn space(settings: &VolumeSettings, facts: &VolumeFacts, m: &MountEntry) -> Vec<Finding> {
     match &facts.stats {
-        Some(Ok(s)) => {
-            out.push(threshold(
+        Some(Ok(s)) => vec![
+            threshold(
                 Id::VolumeFreeSpace,
                 "free space",
                 s.free_bytes,
@@ -186,8 +200,8 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
                     "free space on {} or raise its size; [volume] min_free",
                     m.source
                 ),
-            ));
-            out.push(threshold(
+            ),
+            threshold(
                 Id::VolumeFreeInodes,
                 "free inodes",
                 s.free_inodes,
@@ -197,16 +211,19 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
                     "remove files on {} or recreate it with more inodes; [volume] min_free_inodes",
                     m.source
                 ),
-            ));
+            ),
+        ],
+        Some(Err(e)) => {
+            vec![Finding::fail(Id::VolumeFreeSpace, "cannot read free space").evidence(e.clone())]
         }
-        Some(Err(e)) => out
-            .push(Finding::fail(Id::VolumeFreeSpace, "cannot read free space").evidence(e.clone())),
-        None => {}
+        None => Vec::new(),
     }
+}
 
-    // 8. Traces of an earlier bad boot under the mount point.
+/// 8. Traces of an earlier bad boot under the mount point.
+fn hidden(facts: &VolumeFacts, path: &str) -> Option<Finding> {
     match &facts.hidden {
-        Some(Ok(h)) if h.entries > 0 => out.push(
+        Some(Ok(h)) if h.entries > 0 => Some(
             Finding::warn(
                 Id::VolumeHiddenData,
                 format!(
@@ -222,13 +239,10 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
                  mkdir /tmp/rootfs && mount --bind / /tmp/rootfs && du -sh /tmp/rootfs{path}"
             )),
         ),
-        Some(Ok(_)) => out.push(Finding::pass(Id::VolumeHiddenData, "nothing hidden under the mount point")),
-        Some(Err(e)) => out.push(Finding::skip(Id::VolumeHiddenData, "could not look under the mount point").evidence(e.clone())),
-        None => {}
+        Some(Ok(_)) => Some(Finding::pass(Id::VolumeHiddenData, "nothing hidden under the mount point")),
+        Some(Err(e)) => Some(Finding::skip(Id::VolumeHiddenData, "could not look under the mount point").evidence(e.clone())),
+        None => None,
     }
-
-    out.push(containerd_finding(facts, phase));
-    out
 }
 
 /// True when what failed may still appear: the device or the mount is missing, and
