@@ -1,4 +1,4 @@
-//! Phase 1 policy: is the filesystem at containerd's root the intended ephemeral volume?
+//! Phase 1 rules: is the filesystem at containerd's root the intended ephemeral volume?
 //! Pure: settings + facts in, findings out. Ids are part of the public contract.
 
 use crate::checks::volume::facts::VolumeFacts;
