@@ -733,3 +733,238 @@ fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
         status.dump()
     );
 }
+
+/// Writes an executable script, atomically (a rename), so it can replace one a config names.
+fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, body).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Lines in a log file a restart script appends to (0 when it never ran).
+fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// The `restarts` array of the state file, read as the guard wrote it.
+fn recorded_restarts(n: &Node) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(n.state_file())
+        .unwrap_or_else(|e| panic!("{}: {e}", n.state_file().display()));
+    let j: serde_json::Value = serde_json::from_str(&text).expect("state file is JSON");
+    j["restarts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("no restarts array in {text}"))
+}
+
+#[test]
+fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s15", dead_port()));
+    assert!(run_pod_sandbox(&n.t.socket()).is_err(), "stale before");
+    let log = n.t.path().join("s15-restarts.log");
+    let slow = n.t.path().join("restart-slow");
+    // The sleep widens the race window on purpose: the restart (and so the repair lock)
+    // lasts a second more while containerd is still the stale one, so every other guard is
+    // surely started and trying meanwhile. Without the lock (or without re-probing after
+    // taking it) they would all see a stale containerd and restart it again.
+    write_script(
+        &slow,
+        &format!(
+            "#!/bin/sh\necho \"restart $$ $(date +%s.%N)\" >> '{}'\nsleep 1\nexec '{}'\n",
+            log.display(),
+            n.ctrd.restart_program().display()
+        ),
+    );
+    let cfg = n.config(
+        &slow,
+        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 3\n\n[hold]\ntimeout = \"60s\"\n",
+    );
+    let pid = n.ctrd.pid();
+    let g = Guard::with_config(&cfg);
+    let started = Instant::now();
+    // Spawned back to back: they all start within a few milliseconds of each other.
+    let mut running: Vec<(&str, Running)> = Vec::new();
+    for _ in 0..4 {
+        running.push(("runtime", g.spawn(&["--json", "runtime"])));
+    }
+    for _ in 0..2 {
+        running.push((
+            "verify --repair",
+            g.spawn(&["--json", "verify", "--repair"]),
+        ));
+    }
+    let outs: Vec<(&str, Outcome)> = running
+        .into_iter()
+        .map(|(what, r)| (what, r.finish(Duration::from_secs(90))))
+        .collect();
+    let took = started.elapsed();
+    let all = outs
+        .iter()
+        .map(|(w, o)| format!("=== {w}\n{}", o.dump()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    println!(
+        "BENCH s15 six concurrent guards to all exited {:.2}s",
+        took.as_secs_f64()
+    );
+    for (what, o) in &outs {
+        println!(
+            "  {what}: exit {} after {:.2}s",
+            o.code,
+            o.elapsed.as_secs_f64()
+        );
+    }
+    assert_eq!(lines_in(&log), 1, "the restart command ran once:\n{all}");
+    assert_eq!(n.ctrd.restarts(), 1, "containerd restarted once:\n{all}");
+    assert_ne!(n.ctrd.pid(), pid);
+    for (what, o) in &outs {
+        assert_eq!(o.code, 0, "`guard {what}` exit code:\n{all}");
+        assert_eq!(o.status("runtime.stale"), "pass", "{what}:\n{all}");
+    }
+    // Exactly one of them restarted; the others saw the repaired node under the lock.
+    let restarted: Vec<&str> = outs
+        .iter()
+        .filter(|(_, o)| has_finding(o, "remedy.restart"))
+        .map(|(w, _)| *w)
+        .collect();
+    assert_eq!(restarted.len(), 1, "who restarted: {restarted:?}\n{all}");
+    let (_, who) = outs
+        .iter()
+        .find(|(_, o)| has_finding(o, "remedy.restart"))
+        .unwrap();
+    who.mentions("remedy.restart", &["restart 1 of 3"]);
+    let restarts = recorded_restarts(&n);
+    assert_eq!(restarts.len(), 1, "{restarts:?}");
+    // The one restart's record carries the command's outcome, not just "running".
+    let outcome = restarts[0]["outcome"].as_str().unwrap_or("");
+    assert!(outcome.contains("exited 0"), "{restarts:?}");
+    assert!(took < Duration::from_secs(30), "bounded: {took:?}\n{all}");
+    n.kubelet_can_start_a_pod();
+}
+
+#[test]
+fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s16", dead_port()));
+    let stale_pid = n.ctrd.pid();
+    let marker = n.t.path().join("s16-restart-started");
+    let script = n.t.path().join("restart-s16");
+    // A restart command that hangs (like a `systemctl restart` stuck on a stop job): it
+    // says it started, with its PID (kept by `exec`), then blocks.
+    write_script(
+        &script,
+        &format!(
+            "#!/bin/sh\necho $$ > '{m}.tmp' && mv '{m}.tmp' '{m}'\nexec sleep 600\n",
+            m = marker.display()
+        ),
+    );
+    let cfg = n.config(
+        &script,
+        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 3\nbackoff = \"200ms\"\n\n\
+         [hold]\ntimeout = \"60s\"\n",
+    );
+    let lock_file = n.t.guard_state_dir().join("repair.lock");
+    let mut first = Guard::with_config(&cfg).spawn(&["--json", "runtime"]);
+    let guard_pid = first.pid() as i32;
+    let hung = KillOnDrop {
+        pid: poll_until(
+            "the restart command to start",
+            Duration::from_secs(30),
+            || {
+                std::fs::read_to_string(&marker)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<i32>().ok())
+            },
+        ),
+    };
+    // The guard is inside the restart, holding the lock: the kernel says so, and the file
+    // names it.
+    assert!(!first.exited(), "the guard waits for its restart command");
+    assert_eq!(flock_holders(&lock_file), vec![guard_pid]);
+    assert_eq!(
+        std::fs::read_to_string(&lock_file).unwrap().trim(),
+        guard_pid.to_string()
+    );
+    assert!(!flock_is_free(&lock_file));
+    // Read-only runs never wait on the lock.
+    let status = Guard::with_config(&cfg).run(&["--json", "status"]);
+    assert_eq!(status.code, 0, "{}", status.dump());
+    assert!(status.elapsed < Duration::from_secs(5), "{}", status.dump());
+    let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    v.expect(1, "runtime.stale", "fail");
+    assert!(v.elapsed < Duration::from_secs(10), "{}", v.dump());
+    // The restart was recorded before the command ran.
+    let restarts = recorded_restarts(&n);
+    assert_eq!(restarts.len(), 1, "{restarts:?}");
+    assert!(
+        restarts[0]["outcome"]
+            .as_str()
+            .unwrap_or("")
+            .contains("running"),
+        "{restarts:?}"
+    );
+
+    let killed = first.sigkill();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed),
+        Some(9)
+    );
+    // The restart command outlives the guard; it must not have inherited the lock (the
+    // lock file is close-on-exec): the lock is free while it still runs.
+    assert!(hung.alive(), "the hung restart command outlived the guard");
+    assert!(
+        flock_holders(&lock_file).is_empty(),
+        "{:?}",
+        flock_holders(&lock_file)
+    );
+    assert!(
+        flock_is_free(&lock_file),
+        "the lock is stuck after the holder died"
+    );
+    let status = Guard::with_config(&cfg).run(&["--json", "status"]);
+    assert_eq!(status.code, 0, "{}", status.dump());
+    assert!(status.elapsed < Duration::from_secs(5), "{}", status.dump());
+    let j = status.json.as_ref().expect("status --json");
+    assert_eq!(
+        j["state"]["restarts"].as_array().map(Vec::len),
+        Some(1),
+        "{j}"
+    );
+    hung.kill();
+    drop(hung);
+
+    // The operator fixes the restart command; the next guard takes the lock at once.
+    write_script(
+        &script,
+        &format!("#!/bin/sh\nexec '{}'\n", n.ctrd.restart_program().display()),
+    );
+    let started = Instant::now();
+    let out = runtime(&cfg);
+    let took = started.elapsed();
+    println!(
+        "BENCH s16 guard after a killed holder: {:.2}s",
+        took.as_secs_f64()
+    );
+    out.expect(0, "remedy.restart", "pass")
+        .mentions("remedy.restart", &["restart 2 of 3"]);
+    assert_eq!(out.status("runtime.stale"), "pass", "{}", out.dump());
+    assert!(
+        took < Duration::from_secs(20),
+        "well before the 60s hold timeout: {took:?}\n{}",
+        out.dump()
+    );
+    assert_eq!(n.ctrd.restarts(), 1, "the working restart ran once");
+    assert_ne!(n.ctrd.pid(), stale_pid);
+    assert_eq!(recorded_restarts(&n).len(), 2);
+    assert!(flock_holders(&lock_file).is_empty(), "released at exit");
+    n.kubelet_can_start_a_pod();
+}

@@ -67,7 +67,7 @@ pub fn try_lock(dir: &Path) -> Result<RepairLock, LockError> {
 /// machine). Sleeps with backoff; never longer than the bound.
 pub fn wait_for(dir: &super::StateDir, bound: Duration) -> Result<RepairLock, LockError> {
     let give_up = Instant::now() + bound;
-    let mut pause = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
+    let mut pause = Backoff::new(Duration::from_millis(10), Duration::from_millis(100));
     loop {
         match dir.try_lock() {
             Err(LockError::Busy(_)) if Instant::now() < give_up => {

@@ -229,6 +229,30 @@ impl Running {
         );
     }
 
+    /// The guard's PID (for `/proc` checks and signals).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Whether it has exited (reaps it if so; [`Running::finish`] still reports it).
+    pub fn exited(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(Some(_))),
+            None => true,
+        }
+    }
+
+    /// SIGKILL, as a crash or the OOM killer would: no destructor, no cleanup in the guard.
+    /// Reaps it and returns how it ended.
+    pub fn sigkill(mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        child.wait().expect("reap the killed guard")
+    }
+
     /// Waits (bounded) for the guard to exit and returns what it did.
     pub fn finish(mut self, timeout: Duration) -> Outcome {
         let deadline = Instant::now() + timeout;

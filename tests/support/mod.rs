@@ -37,6 +37,7 @@
 
 pub mod containerd;
 pub mod guard;
+pub mod locks;
 pub mod mounts;
 pub mod poll;
 pub mod runtime;
@@ -44,6 +45,7 @@ pub mod temproot;
 
 pub use containerd::Containerd;
 pub use guard::{Guard, Outcome, Running};
+pub use locks::{flock_holders, flock_is_free, KillOnDrop};
 pub use mounts::{FsKind, Image, LoopDevice, LoopVolume, Mount};
 pub use poll::poll_until;
 pub use temproot::TempRoot;
