@@ -8,7 +8,11 @@
 //!
 //! Families: `volume` (phase 1: the disk at containerd's root), `runtime` (containerd
 //! answers, CRI serves), `stale` (containerd holds its metadata on the filesystem now
-//! mounted), `sandbox_image` (the pause image is complete and unpacked).
+//! mounted), `sandbox_image` (the pause image is complete and unpacked), and the hygiene
+//! families, which find what breaks pods while the node runs: `leaked_tasks` (a task no one
+//! reaps blocks its pod's removal), `orphans` (payloads that outlived their shim) and
+//! `kill_mode` (a containerd unit that would orphan payloads). The hygiene families share
+//! one look at what runs ([`workloads`]).
 //!
 //! # Adding a check family
 //!
@@ -22,6 +26,21 @@
 //!    phase's state machine; remedies never live in rules.
 //!
 //! `docs/development.md` walks through an example.
+
+pub mod kill_mode {
+    pub mod facts;
+    pub mod rules;
+}
+
+pub mod leaked_tasks {
+    pub mod facts;
+    pub mod rules;
+}
+
+pub mod orphans {
+    pub mod facts;
+    pub mod rules;
+}
 
 pub mod runtime {
     pub mod facts;
@@ -42,6 +61,8 @@ pub mod volume {
     pub mod facts;
     pub mod rules;
 }
+
+pub mod workloads;
 
 #[cfg(test)]
 mod tests {

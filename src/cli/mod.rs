@@ -1,6 +1,7 @@
 //! Command line: global options, one file per subcommand, documented exit codes.
 
 mod config;
+mod hygiene;
 mod reset;
 mod runtime;
 mod status;
@@ -95,6 +96,10 @@ pub enum Command {
         /// With --repair: restart a stale containerd even if it still runs tasks.
         #[arg(long, requires = "repair")]
         force: bool,
+        /// With --repair: print each action it would take (restart, delete task X, kill
+        /// cgroup Y with pids ...) and change nothing.
+        #[arg(long, requires = "repair")]
+        dry_run: bool,
     },
     /// Phase 2, kubelet's gate: hold until containerd can start a pod, repairing within the
     /// restart budget; fail so kubelet does not start.
@@ -102,6 +107,13 @@ pub enum Command {
         /// Restart a stale containerd even if it still runs tasks (they will be orphaned).
         #[arg(long)]
         force: bool,
+    },
+    /// Find and clean up leaked containerd tasks and orphaned container payloads, without
+    /// restarting containerd (run every 2 minutes by containerd-guard-hygiene.timer).
+    Hygiene {
+        /// Print each action it would take and change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// This boot's phase-1 verdict, the last phase-2 outcome and the remediation history.
     Status,
@@ -143,7 +155,12 @@ pub fn main() -> i32 {
     };
     let exit = match cli.command {
         Command::Volume => volume::run(&ctx),
-        Command::Verify { repair, force } => verify::run(&ctx, repair, force),
+        Command::Verify {
+            repair,
+            force,
+            dry_run,
+        } => verify::run(&ctx, repair, force, dry_run),
+        Command::Hygiene { dry_run } => hygiene::run(&ctx, dry_run),
         Command::Runtime { force } => runtime::run(&ctx, force),
         Command::Status => status::run(&ctx),
         Command::Reset => reset::run(&ctx),

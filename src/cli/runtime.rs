@@ -12,9 +12,8 @@ pub fn run(ctx: &Context, force: bool) -> Exit {
         Err(exit) => return exit,
     };
     let mode = Mode {
-        hold: true,
-        repair: true,
         force,
+        ..Mode::RUNTIME
     };
     match crate::phases::run_runtime(ctx, &cd, mode, "guard runtime") {
         Ok(gate) => finish(ctx, Report::new(gate.findings), gate.end),

@@ -4,15 +4,16 @@
 use super::{Context, Exit};
 use crate::phases::runtime::Mode;
 
-pub fn run(ctx: &Context, repair: bool, force: bool) -> Exit {
+pub fn run(ctx: &Context, repair: bool, force: bool, dry_run: bool) -> Exit {
     let cd = match super::containerd_config(ctx) {
         Ok(c) => c,
         Err(exit) => return exit,
     };
     let mode = Mode {
-        hold: false,
         repair,
         force,
+        dry_run,
+        ..Mode::VERIFY
     };
     match crate::phases::verify::run(ctx, &cd, mode) {
         Ok((report, end)) => super::runtime::finish(ctx, report, end),

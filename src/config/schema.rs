@@ -58,6 +58,7 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     pub remediation: RemediationSettings,
     pub hold: HoldSettings,
+    pub orphans: OrphanSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +115,13 @@ pub struct HoldSettings {
     pub require_network: bool,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanSettings {
+    /// Whether `guard hygiene`, `guard runtime` and `guard verify --repair` kill orphaned
+    /// container payloads (off: they are only reported).
+    pub reap: bool,
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -151,6 +159,7 @@ impl Default for Settings {
                 timeout: Duration::from_secs(300),
                 require_network: false,
             },
+            orphans: OrphanSettings { reap: true },
         }
     }
 }
@@ -181,6 +190,7 @@ const KEYS: &[&str] = &[
     "remediation.backoff_max",
     "hold.timeout",
     "hold.require_network",
+    "orphans.reap",
 ];
 
 /// Applies one fragment on top of `settings`; returns the dotted keys it set.
@@ -270,6 +280,7 @@ fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
         "remediation.backoff_max" => s.remediation.backoff_max = duration(&k, v)?,
         "hold.timeout" => s.hold.timeout = duration(&k, v)?,
         "hold.require_network" => s.hold.require_network = boolean(&k, v)?,
+        "orphans.reap" => s.orphans.reap = boolean(&k, v)?,
         _ => {
             return Err((
                 k,
@@ -324,6 +335,7 @@ pub fn render(s: &Settings) -> Vec<(String, String)> {
         q(&format_duration(s.remediation.backoff_max)),
         q(&format_duration(s.hold.timeout)),
         s.hold.require_network.to_string(),
+        s.orphans.reap.to_string(),
     ];
     KEYS.iter().map(|k| k.to_string()).zip(values).collect()
 }

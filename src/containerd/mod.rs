@@ -6,6 +6,7 @@
 pub mod archive;
 pub mod client;
 pub mod config;
+pub mod cri;
 pub mod image;
 pub mod oci;
 pub mod pod;

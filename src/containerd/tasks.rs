@@ -53,3 +53,84 @@ pub async fn running(conn: &Conn) -> Result<Vec<LiveTask>, RpcError> {
     }
     Ok(out)
 }
+
+/// A task's status as containerd reports it (`containerd.v1.types.Status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TaskStatus {
+    Unknown,
+    Created,
+    Running,
+    Stopped,
+    Paused,
+    Pausing,
+}
+
+impl TaskStatus {
+    fn from_proto(v: i32) -> TaskStatus {
+        match v {
+            1 => TaskStatus::Created,
+            2 => TaskStatus::Running,
+            3 => TaskStatus::Stopped,
+            4 => TaskStatus::Paused,
+            5 => TaskStatus::Pausing,
+            _ => TaskStatus::Unknown,
+        }
+    }
+
+    pub fn text(self) -> &'static str {
+        match self {
+            TaskStatus::Unknown => "UNKNOWN",
+            TaskStatus::Created => "CREATED",
+            TaskStatus::Running => "RUNNING",
+            TaskStatus::Stopped => "STOPPED",
+            TaskStatus::Paused => "PAUSED",
+            TaskStatus::Pausing => "PAUSING",
+        }
+    }
+}
+
+/// One task of a namespace, whatever its status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// The container id (a task is named after its container).
+    pub id: String,
+    pub pid: u32,
+    pub status: TaskStatus,
+    /// When its process exited (Unix seconds), when containerd knows.
+    pub exited_unix: Option<i64>,
+}
+
+/// Every task in namespace `ns`.
+pub async fn list(conn: &Conn, ns: &str) -> Result<Vec<TaskInfo>, RpcError> {
+    let mut tasks = TasksClient::new(conn.channel.clone());
+    let req = ListTasksRequest {
+        filter: String::new(),
+    };
+    let list = conn
+        .call("Tasks.List", tasks.list(conn.request(req, Some(ns))))
+        .await?;
+    Ok(list
+        .tasks
+        .into_iter()
+        .map(|t| TaskInfo {
+            id: t.id,
+            pid: t.pid,
+            status: TaskStatus::from_proto(t.status),
+            exited_unix: t.exited_at.map(|ts| ts.seconds).filter(|s| *s > 0),
+        })
+        .collect())
+}
+
+/// `Tasks.Delete` of the task of container `id` in `ns`: removes a task whose process has
+/// exited. containerd refuses (FailedPrecondition) for a task that still runs, and the
+/// call never signals anything.
+pub async fn delete(conn: &Conn, ns: &str, id: &str) -> Result<(), RpcError> {
+    use containerd_client::services::v1::DeleteTaskRequest;
+    let mut tasks = TasksClient::new(conn.channel.clone());
+    let req = DeleteTaskRequest {
+        container_id: id.to_string(),
+    };
+    conn.call("Tasks.Delete", tasks.delete(conn.request(req, Some(ns))))
+        .await
+        .map(|_| ())
+}

@@ -6,6 +6,7 @@
 //! the crate builds an absolute host path by hand.
 
 pub mod blockdev;
+pub mod cgroup;
 pub mod mountinfo;
 pub mod proc;
 pub mod superblock;

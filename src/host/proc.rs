@@ -84,6 +84,176 @@ fn flag(args: &[String], long: &str, short: Option<&str>) -> Option<String> {
     None
 }
 
+/// One process as `/proc/PID` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: i32,
+    pub ppid: i32,
+    pub comm: String,
+    pub cmdline: String,
+    /// Start time in clock ticks since boot (`stat` field 22): with the pid, it names one
+    /// process for good (a reused pid has another start time).
+    pub start_ticks: u64,
+    /// `/proc/PID/cgroup`.
+    pub cgroup: String,
+}
+
+/// `(ppid, start_ticks)` from a `/proc/PID/stat` line. The command name (field 2) may hold
+/// spaces and parentheses, so fields are counted after its last `)`.
+pub fn parse_stat(stat: &str) -> Option<(i32, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state): ppid is field 4, starttime field 22.
+    Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+}
+
+/// Reads one process; `None` when it is gone (or not readable).
+pub fn read_proc(host: &Host, pid: i32) -> Option<ProcInfo> {
+    let dir = host.proc(pid.to_string());
+    let (ppid, start_ticks) = parse_stat(&std::fs::read_to_string(dir.join("stat")).ok()?)?;
+    let raw = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+    let cmdline: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    Some(ProcInfo {
+        pid,
+        ppid,
+        comm: std::fs::read_to_string(dir.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        cmdline: cmdline.join(" "),
+        start_ticks,
+        cgroup: std::fs::read_to_string(dir.join("cgroup")).ok()?,
+    })
+}
+
+/// Every pid in `/proc`.
+pub fn pids(host: &Host) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir(host.path("/proc")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Clock ticks per second for `start_ticks` (sysconf `_SC_CLK_TCK`; 100 on Linux).
+pub fn ticks_per_second() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|t| *t > 0)
+        .map_or(100, |t| t as u64)
+}
+
+/// A lock from `/proc/locks`: who took it and on which file (device and inode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileLock {
+    pub kind: String,
+    pub access: String,
+    pub pid: i32,
+    pub major: u32,
+    pub minor: u32,
+    pub inode: u64,
+}
+
+/// Parses `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`); waiters
+/// (`1: -> FLOCK ...`) are skipped: they hold nothing.
+pub fn parse_locks(text: &str) -> Vec<FileLock> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.get(1) == Some(&"->") {
+                return None;
+            }
+            let dev: Vec<&str> = f.get(5)?.split(':').collect();
+            Some(FileLock {
+                kind: f.get(1)?.to_string(),
+                access: f.get(3)?.to_string(),
+                pid: f.get(4)?.parse().ok()?,
+                major: u32::from_str_radix(dev.first()?, 16).ok()?,
+                minor: u32::from_str_radix(dev.get(1)?, 16).ok()?,
+                inode: dev.get(2)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// A listening socket from `/proc/PID/net/tcp{,6}`: its address and socket inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub address: String,
+    pub inode: u64,
+}
+
+/// The LISTEN (`0A`) entries of a `/proc/net/tcp` or `tcp6` table, addresses decoded.
+pub fn parse_tcp_listeners(text: &str) -> Vec<Listener> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.get(3) != Some(&"0A") {
+                return None;
+            }
+            let (ip, port) = f.get(1)?.split_once(':')?;
+            let port = u16::from_str_radix(port, 16).ok()?;
+            Some(Listener {
+                address: format!("{}:{port}", decode_ip(ip)?),
+                inode: f.get(9)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// `/proc/net/tcp` prints addresses as little-endian 32-bit words in hex.
+fn decode_ip(hex: &str) -> Option<String> {
+    let words: Vec<u32> = (0..hex.len() / 8)
+        .map(|i| u32::from_str_radix(&hex[i * 8..i * 8 + 8], 16).map(u32::from_be))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+    match bytes.len() {
+        4 => Some(std::net::Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3]).to_string()),
+        16 => {
+            let a: [u8; 16] = bytes.try_into().ok()?;
+            Some(format!("[{}]", std::net::Ipv6Addr::from(a)))
+        }
+        _ => None,
+    }
+}
+
+/// What a process holds open: `(path, dev, inode)` of each fd, and its socket inodes.
+pub fn open_files(host: &Host, pid: i32) -> (Vec<(String, u64, u64)>, Vec<u64>) {
+    use std::os::unix::fs::MetadataExt;
+    let dir = host.proc(format!("{pid}/fd"));
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut files = Vec::new();
+    let mut sockets = Vec::new();
+    for e in entries.flatten() {
+        let Ok(link) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        let link = link.to_string_lossy().into_owned();
+        if let Some(inode) = link
+            .strip_prefix("socket:[")
+            .and_then(|s| s.strip_suffix(']'))
+        {
+            sockets.extend(inode.parse::<u64>().ok());
+        } else if let Ok(m) = std::fs::metadata(e.path()) {
+            files.push((link, m.dev(), m.ino()));
+        }
+    }
+    (files, sockets)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +326,51 @@ mod tests {
             vec![500, 600],
             "flagless containerd uses /etc/containerd/config.toml"
         );
+    }
+
+    #[test]
+    fn stat_fields_are_counted_after_the_command_name() {
+        let stat = "4242 (we(ird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 \
+                    987654 1000 10";
+        assert_eq!(parse_stat(stat), Some((1, 987654)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn locks_name_the_taker_and_the_file_and_skip_waiters() {
+        let text = "1: FLOCK  ADVISORY  WRITE 812 fe:01:1048602 0 EOF\n\
+                    1: -> FLOCK  ADVISORY  WRITE 900 fe:01:1048602 0 EOF\n\
+                    2: POSIX  ADVISORY  READ 77 08:11:33 0 EOF\n";
+        let locks = parse_locks(text);
+        assert_eq!(locks.len(), 2);
+        assert_eq!(
+            locks[0],
+            FileLock {
+                kind: "FLOCK".into(),
+                access: "WRITE".into(),
+                pid: 812,
+                major: 0xfe,
+                minor: 1,
+                inode: 1048602
+            }
+        );
+        assert_eq!((locks[1].major, locks[1].minor), (8, 0x11));
+    }
+
+    #[test]
+    fn listeners_are_decoded_from_the_kernel_table() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+                   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 31337 1 0\n\
+                   1: 0100007F:1F91 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 31338 1 0\n";
+        let l = parse_tcp_listeners(tcp);
+        assert_eq!(
+            l,
+            vec![Listener {
+                address: "127.0.0.1:8080".into(),
+                inode: 31337
+            }]
+        );
+        let tcp6 = "header\n 0: 00000000000000000000000001000000:0050 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 4444 1\n";
+        assert_eq!(parse_tcp_listeners(tcp6)[0].address, "[::1]:80");
     }
 }

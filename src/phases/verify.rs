@@ -16,9 +16,10 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, 
         &volume,
         rules::Phase::Verify,
     ));
-    let command = match mode.repair {
-        true => "guard verify --repair",
-        false => "guard verify",
+    let command = match (mode.repair, mode.dry_run) {
+        (true, false) => "guard verify --repair",
+        (true, true) => "guard verify --repair --dry-run",
+        (false, _) => "guard verify",
     };
     let gate = super::run_runtime(ctx, cd, mode, command)?;
     report.extend(gate.findings);

@@ -46,10 +46,15 @@ ids! {
     RuntimeNetwork => "runtime.network",
     RuntimeSandboxImage => "runtime.sandbox-image",
     RuntimeHold => "runtime.hold",
+    RuntimeLeakedTasks => "runtime.leaked-tasks",
+    RuntimeOrphans => "runtime.orphans",
+    RuntimeKillMode => "runtime.kill-mode",
     RemedyRestart => "remedy.restart",
     RemedyRestoreImage => "remedy.restore-image",
     RemedyPull => "remedy.pull",
     RemedyBudget => "remedy.budget",
+    RemedyDeleteTask => "remedy.delete-task",
+    RemedyReapOrphans => "remedy.reap-orphans",
 }
 
 impl std::fmt::Display for Id {

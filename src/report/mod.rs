@@ -49,6 +49,10 @@ impl Finding {
             remedy: String::new(),
         }
     }
+    /// A finding whose status the caller decides (e.g. fail in `verify`, warn in `runtime`).
+    pub fn with_status(id: Id, status: Status, summary: impl Into<String>) -> Finding {
+        Finding::new(id, status, summary)
+    }
     pub fn pass(id: Id, summary: impl Into<String>) -> Finding {
         Finding::new(id, Status::Pass, summary)
     }

@@ -49,7 +49,9 @@ block blame sh -c "systemd-analyze blame | grep -E 'containerd|kubelet|var-lib'"
 block analyze systemd-analyze
 if [ "$(cat /run/vm-tests/scenario 2>/dev/null)" = healthy ]; then
   block verify systemd-analyze verify --man=no /usr/lib/systemd/system/containerd-guard-volume.service \
-    /usr/lib/systemd/system/containerd-guard-runtime.service containerd.service kubelet.service
+    /usr/lib/systemd/system/containerd-guard-runtime.service \
+    /usr/lib/systemd/system/containerd-guard-hygiene.service \
+    /usr/lib/systemd/system/containerd-guard-hygiene.timer containerd.service kubelet.service
 fi
 echo "report_done=$(cut -d' ' -f1 /proc/uptime)"
 } > "$out" 2>&1

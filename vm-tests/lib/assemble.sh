@@ -24,7 +24,7 @@ install -d "$root/usr/lib/systemd/system/containerd.service.d" \
            "$root/usr/lib/systemd/system/kubelet.service.d" \
            "$root/usr/lib/containerd-guard/config.d" "$root/usr/lib/containerd-guard/images" \
            "$root/usr/share/doc/containerd-guard" "$root/var/lib/containerd"
-install -m 0644 "$repo"/systemd/*.service "$root/usr/lib/systemd/system/"
+install -m 0644 "$repo"/systemd/*.service "$repo"/systemd/*.timer "$root/usr/lib/systemd/system/"
 install -m 0644 "$repo"/systemd/containerd.service.d/*.conf "$root/usr/lib/systemd/system/containerd.service.d/"
 install -m 0644 "$repo"/systemd/kubelet.service.d/*.conf "$root/usr/lib/systemd/system/kubelet.service.d/"
 cp -r "$repo/dracut/modules.d/50containerd-guard" "$root/usr/lib/dracut/modules.d/"
@@ -46,6 +46,7 @@ install -m 0755 "$g/vm-tests-generator" "$root/usr/lib/systemd/system-generators
 install -m 0644 "$g/kubelet.service" "$g/vm-tests-report.service" "$g/vm-tests-hotplug.service" \
   "$root/usr/lib/systemd/system/"
 systemctl --root="$root" -q enable containerd-guard-volume.service containerd-guard-runtime.service \
+  containerd-guard-hygiene.timer \
   kubelet.service vm-tests-report.service
 # quieter, faster boots: no login prompts, no kvm module probing on a qemu64 CPU
 systemctl --root="$root" -q mask getty@tty1.service serial-getty@ttyS0.service \

@@ -1,6 +1,12 @@
 //! Phase 2's "decide" step, pure: every runtime family's rules over one observation, and
 //! the remedy the findings call for. The order of `judge` is the order of the report.
 
+use crate::checks::kill_mode::facts::KillModeFacts;
+use crate::checks::kill_mode::rules as kill_mode;
+use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
+use crate::checks::leaked_tasks::rules as leaked_tasks;
+use crate::checks::orphans::facts::OrphanFacts;
+use crate::checks::orphans::rules as orphans;
 use crate::checks::runtime::facts::RuntimeFacts;
 use crate::checks::runtime::rules::{self as runtime, Knobs};
 use crate::checks::sandbox_image::facts::ImageFacts;
@@ -9,12 +15,23 @@ use crate::checks::stale::facts::StaleFacts;
 use crate::checks::stale::rules as stale;
 use crate::report::{Finding, Status};
 
-/// One look at the node: each family's facts. Only `runtime` when containerd is silent.
+/// One look at the node: each family's facts. Only `runtime` (and `kill_mode`) when
+/// containerd is silent. This is the phase's gather list: a new family adds a field here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
     pub runtime: RuntimeFacts,
     pub stale: Option<StaleFacts>,
     pub sandbox_image: Option<ImageFacts>,
+    pub leaked_tasks: Option<LeakedTaskFacts>,
+    pub orphans: Option<OrphanFacts>,
+    pub kill_mode: KillModeFacts,
+}
+
+/// What a look covers: everything, or only the hygiene families (`guard hygiene`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Full,
+    Hygiene,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,15 +56,43 @@ pub struct Plan {
     pub restart: Option<RestartReason>,
     /// Restore the sandbox image (archive, then pull).
     pub restore_image: bool,
+    /// Leaked tasks to delete (container ids).
+    pub delete_tasks: Vec<String>,
+    /// Orphaned container cgroups to kill.
+    pub reap: Vec<String>,
+    /// Why a containerd restart would orphan payloads (`runtime.kill-mode`), for the
+    /// restart remedy to name.
+    pub restart_risks: Vec<String>,
 }
 
-/// The findings of every family, and the plan.
-pub fn judge(knobs: &Knobs, obs: &Observation) -> (Vec<Finding>, Plan) {
+impl Plan {
+    pub fn has_hygiene(&self) -> bool {
+        !self.delete_tasks.is_empty() || !self.reap.is_empty()
+    }
+}
+
+/// The findings of every family, and the plan. `hygiene_blocks`: leaked tasks and
+/// orphans fail (`verify`, `hygiene`) or only warn (`runtime`: kubelet is never held for
+/// them).
+pub fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Finding>, Plan) {
     let (mut findings, silent) = runtime::evaluate(knobs, &obs.runtime);
     let (stale_finding, is_stale) = stale::evaluate(obs.stale.as_ref());
     let (image_finding, restore) = sandbox_image::evaluate(obs.sandbox_image.as_ref());
+    let (leak_finding, delete_tasks) =
+        leaked_tasks::evaluate(obs.leaked_tasks.as_ref(), hygiene_blocks);
+    let (orphan_finding, reap) = orphans::evaluate(obs.orphans.as_ref(), hygiene_blocks);
+    let kill_mode_finding = kill_mode::evaluate(&obs.kill_mode);
+    let restart_risks = match kill_mode_finding.status {
+        Status::Warn => kill_mode_finding.evidence.clone(),
+        _ => Vec::new(),
+    };
     findings.insert(findings.len().min(3), stale_finding);
-    findings.push(image_finding);
+    findings.extend([
+        image_finding,
+        leak_finding,
+        orphan_finding,
+        kill_mode_finding,
+    ]);
     let restart = match (silent, is_stale) {
         (true, _) => Some(RestartReason::NotAnswering),
         (false, true) => Some(RestartReason::Stale),
@@ -58,6 +103,9 @@ pub fn judge(knobs: &Knobs, obs: &Observation) -> (Vec<Finding>, Plan) {
     let plan = Plan {
         restart,
         restore_image: restore && restart.is_none(),
+        delete_tasks,
+        reap,
+        restart_risks,
     };
     (findings, plan)
 }
@@ -133,6 +181,9 @@ mod tests {
                 )
                 .unwrap()),
             }),
+            leaked_tasks: None,
+            orphans: None,
+            kill_mode: KillModeFacts::NotSystemd,
             sandbox_image: Some(ImageFacts {
                 reference: "registry.k8s.io/pause:3.6".into(),
                 name: "registry.k8s.io/pause:3.6".into(),
@@ -170,7 +221,7 @@ mod tests {
 
     #[test]
     fn healthy_node_passes_and_plans_nothing() {
-        let (f, plan) = judge(&knobs(false), &healthy());
+        let (f, plan) = judge(&knobs(false), true, &healthy());
         assert_eq!(plan, Plan::default(), "never act on a healthy node");
         for id in [
             "runtime.answers",
@@ -183,7 +234,7 @@ mod tests {
             assert_eq!(status_of(&f, id), Status::Pass, "{id}: {f:?}");
         }
         assert_eq!(status_of(&f, "runtime.network"), Status::Warn);
-        let (f, _) = judge(&knobs(true), &healthy());
+        let (f, _) = judge(&knobs(true), true, &healthy());
         assert_eq!(status_of(&f, "runtime.network"), Status::Fail);
     }
 
@@ -199,6 +250,7 @@ mod tests {
                 Plan {
                     restart: None,
                     restore_image: true,
+                    ..Plan::default()
                 },
             ),
             (
@@ -213,6 +265,7 @@ mod tests {
                 Plan {
                     restart: None,
                     restore_image: true,
+                    ..Plan::default()
                 },
             ),
             (
@@ -227,6 +280,7 @@ mod tests {
                 Plan {
                     restart: None,
                     restore_image: true,
+                    ..Plan::default()
                 },
             ),
             (
@@ -249,6 +303,7 @@ mod tests {
                 Plan {
                     restart: Some(RestartReason::Stale),
                     restore_image: false,
+                    ..Plan::default()
                 },
             ),
             (
@@ -301,7 +356,7 @@ mod tests {
         for (name, mutate, id, want, want_plan) in cases {
             let mut o = healthy();
             mutate(&mut o);
-            let (f, plan) = judge(&knobs(false), &o);
+            let (f, plan) = judge(&knobs(false), true, &o);
             assert_eq!(status_of(&f, id), want, "{name}: {f:?}");
             assert_eq!(plan, want_plan, "{name}");
         }
@@ -317,16 +372,25 @@ mod tests {
             },
             stale: None,
             sandbox_image: None,
+            leaked_tasks: None,
+            orphans: None,
+            kill_mode: KillModeFacts::NotSystemd,
         };
-        let (findings, plan) = judge(&knobs(false), &o);
+        let (findings, plan) = judge(&knobs(false), true, &o);
         assert_eq!(plan.restart, Some(RestartReason::NotAnswering));
         assert_eq!(status_of(&findings, "runtime.answers"), Status::Fail);
         assert_eq!(status_of(&findings, "runtime.sandbox-image"), Status::Skip);
         assert_eq!(status_of(&findings, "runtime.stale"), Status::Skip);
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        let every: Vec<&str> = crate::report::Id::ALL
+            .iter()
+            .map(|i| i.as_str())
+            .filter(|i| i.starts_with("runtime.") && *i != "runtime.hold")
+            .collect();
         assert_eq!(
-            findings.len(),
-            7,
-            "every runtime id is reported: {findings:?}"
+            ids.len(),
+            every.len(),
+            "every runtime check is reported: {ids:?}"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! The transitions of phase 2 (see the diagram in `mod.rs`). Each step is one function that
 //! returns the next step; only [`World`] touches the outside.
 
-use super::decide::{first_failure, judge, Observation, RestartReason};
+use super::decide::{first_failure, judge, Observation, Plan, RestartReason, Scope};
 use super::world::World;
 use super::{End, Gate, Mode};
 use crate::backoff::Backoff;
@@ -30,6 +30,7 @@ enum Step {
     Observe,
     Decide(Box<Observation>),
     Restart(RestartReason),
+    Hygiene(Box<Plan>),
     Restore,
     Pull,
     Hold,
@@ -54,10 +55,22 @@ struct Machine<'a, W: World> {
     terminal: Option<Terminal>,
     failure: String,
     archives_tried: bool,
+    /// Leaked tasks and orphans are cleaned up once per run.
+    hygiene_done: bool,
+    /// What a restart would risk (`runtime.kill-mode`), named by the restart remedy.
+    restart_risks: Vec<String>,
     pulls: u32,
     pull_errors: Vec<String>,
     poll: Backoff,
     pull_pause: Backoff,
+}
+
+/// The findings `guard hygiene` reports.
+fn in_hygiene_scope(f: &Finding) -> bool {
+    matches!(
+        f.id,
+        Id::RuntimeAnswers | Id::RuntimeLeakedTasks | Id::RuntimeOrphans
+    )
 }
 
 /// Runs phase 2 to its end. `command` names the run in the state file.
@@ -70,6 +83,7 @@ pub async fn run<W: World>(w: &mut W, s: &Settings, mode: Mode, command: &str) -
             Step::Observe => m.observe().await,
             Step::Decide(obs) => m.decide(&obs),
             Step::Restart(reason) => m.restart(reason).await,
+            Step::Hygiene(plan) => m.hygiene(&plan).await,
             Step::Restore => m.restore().await,
             Step::Pull => m.pull().await,
             Step::Hold => m.hold().await,
@@ -104,6 +118,8 @@ impl<'a, W: World> Machine<'a, W> {
             terminal: None,
             failure: String::new(),
             archives_tried: false,
+            hygiene_done: false,
+            restart_risks: Vec::new(),
             pulls: 0,
             pull_errors: Vec::new(),
             poll: Backoff::new(Duration::from_millis(200), Duration::from_secs(5)),
@@ -125,7 +141,7 @@ impl<'a, W: World> Machine<'a, W> {
     fn begin(&mut self) -> Step {
         match self.w.read_state() {
             RuntimeFile::Current(s) if s.terminal.is_some() => {
-                if self.mode.repair {
+                if self.mode.acts() {
                     self.terminal = s.terminal;
                 } else {
                     let reason = s.terminal.map(|t| t.reason).unwrap_or_default();
@@ -136,7 +152,7 @@ impl<'a, W: World> Machine<'a, W> {
                     );
                 }
             }
-            RuntimeFile::Corrupt(problem) if !self.mode.repair => self.set(
+            RuntimeFile::Corrupt(problem) if !self.mode.acts() => self.set(
                 Finding::warn(
                     Id::RemedyBudget,
                     "the state file is corrupt (no restart budget left this boot)",
@@ -149,13 +165,13 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     async fn observe(&mut self) -> Step {
-        if self.mode.repair && self.terminal.is_none() && !self.locked {
+        if self.mode.acts() && self.terminal.is_none() && !self.locked {
             if let Err(end) = self.lock().await {
                 return Step::Finish(end);
             }
         }
         crate::notify::status("checking containerd");
-        let obs = self.w.observe(self.wait()).await;
+        let obs = self.w.observe(self.wait(), self.mode.scope).await;
         Step::Decide(Box::new(obs))
     }
 
@@ -236,8 +252,14 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     fn decide(&mut self, obs: &Observation) -> Step {
-        let (checks, plan) = judge(&self.knobs, obs);
-        self.checks = checks;
+        // Leaked tasks and orphans hold kubelet only where nothing else will: a holding
+        // run (kubelet's gate) reports them as warnings and cleans them up.
+        let (checks, plan) = judge(&self.knobs, !self.mode.hold, obs);
+        self.checks = match self.mode.scope {
+            Scope::Full => checks,
+            Scope::Hygiene => checks.into_iter().filter(in_hygiene_scope).collect(),
+        };
+        self.restart_risks = plan.restart_risks.clone();
         if let Some(t) = &self.terminal {
             self.set(
                 Finding::fail(
@@ -249,16 +271,155 @@ impl<'a, W: World> Machine<'a, W> {
             );
             return Step::Finish(End::Terminal);
         }
-        let Some(failure) = first_failure(&self.checks) else {
-            return Step::Finish(End::Usable);
-        };
-        self.failure = failure;
-        match (self.mode.repair, plan.restart, plan.restore_image) {
-            (false, _, _) => Step::Finish(End::Unusable),
-            (true, Some(reason), _) => Step::Restart(reason),
-            (true, None, true) => Step::Restore,
-            (true, None, false) => Step::Hold,
+        let failure = first_failure(&self.checks);
+        self.failure = failure.clone().unwrap_or_default();
+        if self.mode.dry_run {
+            self.dry_run(&plan);
         }
+        if !self.mode.acts() {
+            return Step::Finish(if failure.is_some() {
+                End::Unusable
+            } else {
+                End::Usable
+            });
+        }
+        self.next_remedy(failure.is_some(), plan)
+    }
+
+    /// The remedy for this cycle: a restart first (a stale containerd's answers about
+    /// anything else describe the wrong filesystem), then hygiene once, then the image.
+    fn next_remedy(&mut self, failing: bool, plan: Plan) -> Step {
+        let full = self.mode.scope == Scope::Full;
+        if let (true, true, Some(reason)) = (failing, full, plan.restart) {
+            return Step::Restart(reason);
+        }
+        if plan.has_hygiene() && !self.hygiene_done {
+            return Step::Hygiene(Box::new(plan));
+        }
+        match (failing, full, plan.restore_image) {
+            (false, _, _) => Step::Finish(End::Usable),
+            (true, true, true) => Step::Restore,
+            (true, true, false) => Step::Hold,
+            (true, false, _) => Step::Finish(End::Unusable),
+        }
+    }
+
+    /// `--dry-run`: one finding per remedy the plan calls for, saying exactly what would be
+    /// done; nothing is done.
+    fn dry_run(&mut self, plan: &Plan) {
+        let would = |id: Id, what: String, items: &[String]| {
+            items.iter().fold(
+                Finding::skip(id, format!("dry run: would {what}")),
+                |f, i| f.evidence(i.clone()),
+            )
+        };
+        if let Some(reason) = plan.restart {
+            let argv = self.s.containerd.restart.join(" ");
+            let what = format!(
+                "restart containerd ({}) with `{argv}`, within the budget",
+                reason.text()
+            );
+            self.set(would(Id::RemedyRestart, what, &self.restart_risks.clone()));
+        }
+        if plan.restore_image {
+            let what = format!(
+                "restore {} from [sandbox] archives, then pull it",
+                self.w.image_reference()
+            );
+            self.set(would(Id::RemedyRestoreImage, what, &[]));
+        }
+        if !plan.delete_tasks.is_empty() {
+            let what = format!(
+                "delete {} leaked task(s) (Tasks.Delete)",
+                plan.delete_tasks.len()
+            );
+            self.set(would(Id::RemedyDeleteTask, what, &plan.delete_tasks));
+        }
+        if !plan.reap.is_empty() {
+            let what = format!(
+                "kill {} orphaned container cgroup(s) and every pid in them",
+                plan.reap.len()
+            );
+            let pids = self.pids_in(&plan.reap);
+            self.set(would(Id::RemedyReapOrphans, what, &pids));
+        }
+    }
+
+    /// `cgroup: pids ...` for the dry run, from the orphans finding's evidence.
+    fn pids_in(&self, cgroups: &[String]) -> Vec<String> {
+        let orphans = self.checks.iter().find(|f| f.id == Id::RuntimeOrphans);
+        let lines = orphans.map(|f| f.evidence.clone()).unwrap_or_default();
+        cgroups
+            .iter()
+            .map(|c| {
+                let procs: Vec<&str> = lines
+                    .iter()
+                    .filter(|l| l.contains(&format!("cgroup {c}")))
+                    .filter_map(|l| l.split(" (").next())
+                    .collect();
+                format!("cgroup {c}: {}", procs.join(", "))
+            })
+            .collect()
+    }
+
+    /// Deletes the leaked tasks and kills the orphaned cgroups the plan names, each on its
+    /// own, each recorded; then looks again. Never restarts containerd.
+    async fn hygiene(&mut self, plan: &Plan) -> Step {
+        self.hygiene_done = true;
+        let mut outcomes = Vec::new();
+        for id in &plan.delete_tasks {
+            let outcome = self.w.delete_task(id).await;
+            outcomes.push(self.note(Id::RemedyDeleteTask, "delete-task", id, outcome));
+        }
+        for cgroup in &plan.reap {
+            let outcome = self.w.reap(cgroup).await;
+            outcomes.push(self.note(Id::RemedyReapOrphans, "reap-orphans", cgroup, outcome));
+        }
+        for f in Self::group(outcomes) {
+            self.set(f);
+        }
+        let _ = self.save();
+        Step::Observe
+    }
+
+    /// Records one remedy outcome; returns it as (id, ok, line).
+    fn note(
+        &mut self,
+        id: Id,
+        action: &str,
+        item: &str,
+        outcome: Result<String, String>,
+    ) -> (Id, bool, String) {
+        let (ok, text) = match outcome {
+            Ok(t) => (true, t),
+            Err(e) => (false, format!("failed: {e}")),
+        };
+        self.record(item, action, &text);
+        (id, ok, format!("{item}: {text}"))
+    }
+
+    /// One finding per remedy id: pass when every item worked, else warn, every item named.
+    fn group(outcomes: Vec<(Id, bool, String)>) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for id in [Id::RemedyDeleteTask, Id::RemedyReapOrphans] {
+            let mine: Vec<&(Id, bool, String)> = outcomes.iter().filter(|o| o.0 == id).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let failed = mine.iter().filter(|o| !o.1).count();
+            let what = match id {
+                Id::RemedyDeleteTask => "leaked task(s) deleted",
+                _ => "orphaned cgroup(s) killed",
+            };
+            let summary = format!("{} of {} {what}", mine.len() - failed, mine.len());
+            let f = match failed {
+                0 => Finding::pass(id, summary),
+                _ => Finding::warn(id, summary)
+                    .remedy("see the evidence; `guard status` keeps the history"),
+            };
+            out.push(mine.iter().fold(f, |f, o| f.evidence(o.2.clone())));
+        }
+        out
     }
 
     fn record(&mut self, item: &str, action: &str, outcome: &str) {
@@ -423,6 +584,7 @@ impl<'a, W: World> Machine<'a, W> {
         for b in &blocking {
             f = f.evidence(b.clone());
         }
+        let f = self.with_risks(f);
         let list = blocking.join(", ");
         self.record(
             "containerd",
@@ -430,6 +592,13 @@ impl<'a, W: World> Machine<'a, W> {
             &format!("running tasks: {list}"),
         );
         Some(f)
+    }
+
+    /// A restart of a containerd whose unit would orphan payloads says so.
+    fn with_risks(&self, f: Finding) -> Finding {
+        self.restart_risks.iter().fold(f, |f, r| {
+            f.evidence(format!("risk (runtime.kill-mode): {r}"))
+        })
     }
 
     fn note_restart_outcome(
@@ -463,10 +632,10 @@ impl<'a, W: World> Machine<'a, W> {
             ),
         };
         let pid = old_pid.map_or("none".to_string(), |p| p.to_string());
-        self.set(
-            f.evidence(text)
-                .evidence(format!("containerd pid before: {pid}")),
-        );
+        let f = f
+            .evidence(text)
+            .evidence(format!("containerd pid before: {pid}"));
+        self.set(self.with_risks(f));
     }
 
     async fn restore(&mut self) -> Step {
@@ -606,7 +775,7 @@ impl<'a, W: World> Machine<'a, W> {
     async fn finish(mut self, end: End) -> Gate {
         let mut findings = std::mem::take(&mut self.checks);
         findings.append(&mut self.remedies);
-        if self.mode.repair {
+        if self.mode.acts() {
             let summary = match end {
                 End::Usable => "usable".to_string(),
                 End::Terminal => {

@@ -3,6 +3,7 @@
 //! ```text
 //! Begin -> Observe -> Decide -+-> Finish(usable | unusable | terminal)
 //!             ^               +-> Restart --+
+//!             |               +-> Hygiene --+            (delete leaked tasks, reap orphans)
 //!             |               +-> Restore --+-> Pull --+
 //!             |               +-> Hold -----+          |
 //!             +---------------------------------------+
@@ -25,6 +26,7 @@ mod machine;
 mod tests;
 mod world;
 
+pub use decide::Scope;
 pub use machine::run;
 pub use world::{Node, Target, World};
 
@@ -36,6 +38,43 @@ pub struct Mode {
     pub repair: bool,
     /// Restart even when the stale containerd still runs tasks.
     pub force: bool,
+    /// Say what would be done, change nothing (no lock, no state written).
+    pub dry_run: bool,
+    /// Everything, or only the hygiene families (`guard hygiene`: never a restart, never
+    /// the volume or images).
+    pub scope: Scope,
+}
+
+impl Mode {
+    /// `guard runtime`: hold kubelet, repair.
+    pub const RUNTIME: Mode = Mode {
+        hold: true,
+        repair: true,
+        force: false,
+        dry_run: false,
+        scope: Scope::Full,
+    };
+    /// `guard verify`: one read-only look.
+    pub const VERIFY: Mode = Mode {
+        hold: false,
+        repair: false,
+        force: false,
+        dry_run: false,
+        scope: Scope::Full,
+    };
+    /// `guard hygiene`: leaked tasks and orphans only.
+    pub const HYGIENE: Mode = Mode {
+        hold: false,
+        repair: true,
+        force: false,
+        dry_run: false,
+        scope: Scope::Hygiene,
+    };
+
+    /// Whether this run changes anything (and so takes the repair lock).
+    pub fn acts(&self) -> bool {
+        self.repair && !self.dry_run
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,14 +2,21 @@
 //! (the fake clock jumps), so each case runs in milliseconds. The same behaviours are
 //! proven on a real containerd by `tests/runtime.rs`.
 
-use super::decide::Observation;
+use super::decide::{Observation, Scope};
 use super::{run, End, Mode, World};
+use crate::checks::kill_mode::facts::KillModeFacts;
+use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
+use crate::checks::orphans::facts::{OrphanFacts, OrphanLook, PodProcess};
 use crate::checks::runtime::facts::{Answering, Condition, RuntimeFacts};
 use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
 use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
+use crate::checks::workloads::Workloads;
 use crate::config::Settings;
 use crate::containerd::tasks::LiveTask;
+use crate::containerd::tasks::{TaskInfo, TaskStatus};
+use crate::host::cgroup::ContainerCgroup;
 use crate::host::mountinfo::MountTable;
+use crate::host::proc::ProcInfo;
 use crate::remedies::restore::Import;
 use crate::report::{Finding, Status};
 use crate::state::lock::LockError;
@@ -46,7 +53,15 @@ struct Fake {
     archive: Option<Import>,
     pull_ok: bool,
     phase1_held: Option<String>,
+    /// `[orphans] reap`.
+    reap: bool,
+    /// A leaked task (and an orphan) present until deleted (reaped).
+    leak: bool,
+    orphan: bool,
+    delete_fails: bool,
     // What happened:
+    deleted: u32,
+    reaped: u32,
     restarts: u32,
     imports: u32,
     pulls: u32,
@@ -71,6 +86,12 @@ impl Fake {
             archive: None,
             pull_ok: false,
             phase1_held: None,
+            reap: true,
+            leak: false,
+            orphan: false,
+            delete_fails: false,
+            deleted: 0,
+            reaped: 0,
             restarts: 0,
             imports: 0,
             pulls: 0,
@@ -159,15 +180,44 @@ impl World for Fake {
         self.phase1_held.clone()
     }
 
-    async fn observe(&mut self, wait: Duration) -> Observation {
+    async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation {
         let looks = self.current();
         if self.looks.len() > 1 {
             self.looks.pop_front();
         }
         if looks == Looks::Silent {
             self.clock += wait;
+            return observation(looks);
         }
-        observation(looks)
+        let mut o = observation(looks);
+        if scope == Scope::Hygiene {
+            (o.stale, o.sandbox_image) = (None, None);
+        }
+        if self.leak || self.orphan {
+            self.clock += Duration::from_secs(2); // the second look
+        }
+        o.leaked_tasks = Some(leak_facts(self.leak));
+        o.orphans = Some(orphan_facts(self.orphan, self.reap));
+        o
+    }
+
+    async fn delete_task(&mut self, id: &str) -> Result<String, String> {
+        assert!(self.locked, "deleted a task without the repair lock");
+        if self.delete_fails {
+            return Err(format!(
+                "Tasks.Delete: FailedPrecondition: task {id} must be stopped"
+            ));
+        }
+        self.deleted += 1;
+        self.leak = false;
+        Ok(format!("deleted task {id}"))
+    }
+
+    async fn reap(&mut self, cgroup: &str) -> Result<String, String> {
+        assert!(self.locked, "reaped without the repair lock");
+        self.reaped += 1;
+        self.orphan = false;
+        Ok(format!("killed cgroup {cgroup}"))
     }
 
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
@@ -220,6 +270,54 @@ impl World for Fake {
     }
 }
 
+const LEAKED: &str = "1eaked";
+
+fn leak_facts(leak: bool) -> LeakedTaskFacts {
+    let mut w = Workloads::default();
+    if leak {
+        w.tasks.push(TaskInfo {
+            id: LEAKED.into(),
+            pid: 999,
+            status: TaskStatus::Stopped,
+            exited_unix: None,
+        });
+    }
+    LeakedTaskFacts {
+        first: w.clone(),
+        second: leak.then_some(w),
+    }
+}
+
+fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
+    let mut look = OrphanLook::default();
+    if orphan {
+        look.processes.push(PodProcess {
+            info: ProcInfo {
+                pid: 77,
+                ppid: 1,
+                comm: "locker".into(),
+                cmdline: "/locker /data/lock".into(),
+                start_ticks: 5,
+                cgroup: String::new(),
+            },
+            cgroup: ContainerCgroup {
+                path: "/kubepods/besteffort/podu1/0rphan".into(),
+                container_id: "0rphan".into(),
+                pod_uid: "u1".into(),
+            },
+            shim: None,
+            age_secs: 9,
+            locks: vec!["/data/lock".into()],
+            listens: Vec::new(),
+        });
+    }
+    OrphanFacts {
+        first: look.clone(),
+        second: orphan.then_some(look),
+        reap,
+    }
+}
+
 fn observation(looks: Looks) -> Observation {
     let runtime = |answering| RuntimeFacts {
         socket: "/run/containerd/containerd.sock".into(),
@@ -231,6 +329,9 @@ fn observation(looks: Looks) -> Observation {
             runtime: runtime(Err("connect: connection refused".into())),
             stale: None,
             sandbox_image: None,
+            leaked_tasks: None,
+            orphans: None,
+            kill_mode: KillModeFacts::NotSystemd,
         };
     }
     let ready = |kind: &str| Condition {
@@ -249,6 +350,9 @@ fn observation(looks: Looks) -> Observation {
         runtime: runtime(Ok(Box::new(answering))),
         stale: Some(stale_facts(looks == Looks::Stale)),
         sandbox_image: Some(image_facts(looks == Looks::ImageMissing)),
+        leaked_tasks: None,
+        orphans: None,
+        kill_mode: KillModeFacts::NotSystemd,
     }
 }
 
@@ -304,20 +408,11 @@ fn settings() -> Settings {
     s
 }
 
-const RUNTIME: Mode = Mode {
-    hold: true,
-    repair: true,
-    force: false,
-};
-const VERIFY: Mode = Mode {
-    hold: false,
-    repair: false,
-    force: false,
-};
+const RUNTIME: Mode = Mode::RUNTIME;
+const VERIFY: Mode = Mode::VERIFY;
 const REPAIR: Mode = Mode {
-    hold: false,
     repair: true,
-    force: false,
+    ..Mode::VERIFY
 };
 
 fn go(w: &mut Fake, s: &Settings, mode: Mode) -> (Vec<Finding>, End) {
@@ -553,4 +648,101 @@ fn a_lock_held_past_the_hold_is_reported_not_waited_on_forever() {
     assert_eq!(w.restarts, 0);
     let budget = f.iter().find(|f| f.id == "remedy.budget").unwrap();
     assert!(budget.evidence[0].contains("pid 4242"), "{budget:?}");
+}
+
+#[test]
+fn runtime_deletes_a_leaked_task_without_holding_kubelet_or_restarting() {
+    let mut w = Fake::new(&[Looks::Healthy]);
+    w.leak = true;
+    let (f, end) = go(&mut w, &settings(), RUNTIME);
+    assert_eq!(end, End::Usable, "kubelet is never held for a leaked task");
+    assert_eq!((w.deleted, w.restarts), (1, 0));
+    assert_eq!(status(&f, "remedy.delete-task"), Status::Pass);
+    assert_eq!(
+        status(&f, "runtime.leaked-tasks"),
+        Status::Pass,
+        "looked again: gone"
+    );
+    let history = &w.state.unwrap().history;
+    assert!(
+        history
+            .iter()
+            .any(|r| r.action == "delete-task" && r.item == LEAKED),
+        "{history:?}"
+    );
+}
+
+#[test]
+fn a_leaked_task_that_cannot_be_deleted_warns_in_runtime_and_fails_verify() {
+    let mut w = Fake::new(&[Looks::Healthy]);
+    (w.leak, w.delete_fails) = (true, true);
+    let (f, end) = go(&mut w, &settings(), RUNTIME);
+    assert_eq!(end, End::Usable);
+    assert_eq!(status(&f, "runtime.leaked-tasks"), Status::Warn);
+    assert_eq!(status(&f, "remedy.delete-task"), Status::Warn);
+    let (f, end) = go(&mut w, &settings(), VERIFY);
+    assert_eq!(end, End::Unusable, "verify fails on it (exit 1)");
+    assert_eq!(status(&f, "runtime.leaked-tasks"), Status::Fail);
+}
+
+#[test]
+fn hygiene_reaps_orphans_and_never_restarts_or_touches_images() {
+    let mut w = Fake::new(&[Looks::Stale]); // even a stale containerd is not hygiene's business
+    (w.leak, w.orphan) = (true, true);
+    let (f, end) = go(&mut w, &settings(), Mode::HYGIENE);
+    assert_eq!(end, End::Usable);
+    assert_eq!(
+        (w.deleted, w.reaped, w.restarts, w.imports, w.pulls),
+        (1, 1, 0, 0, 0)
+    );
+    let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
+    assert!(
+        !ids.contains(&"runtime.stale") && !ids.contains(&"runtime.sandbox-image"),
+        "{ids:?}"
+    );
+    assert_eq!(status(&f, "remedy.reap-orphans"), Status::Pass);
+}
+
+#[test]
+fn reap_off_only_reports_orphans() {
+    let mut w = Fake::new(&[Looks::Healthy]);
+    (w.orphan, w.reap) = (true, false);
+    let (f, end) = go(&mut w, &settings(), Mode::HYGIENE);
+    assert_eq!(end, End::Unusable);
+    assert_eq!(w.reaped, 0);
+    assert_eq!(status(&f, "runtime.orphans"), Status::Fail);
+}
+
+#[test]
+fn dry_run_names_every_action_and_changes_nothing() {
+    let mut w = Fake::new(&[Looks::Stale]);
+    (w.leak, w.orphan) = (true, true);
+    w.busy_for = u32::MAX; // a dry run never takes the lock
+    let dry = Mode {
+        repair: true,
+        dry_run: true,
+        ..Mode::VERIFY
+    };
+    let (f, end) = go(&mut w, &settings(), dry);
+    assert_eq!(end, End::Unusable);
+    assert_eq!((w.restarts, w.deleted, w.reaped), (0, 0, 0));
+    assert!(w.state.is_none(), "a dry run writes no state");
+    for id in [
+        "remedy.restart",
+        "remedy.delete-task",
+        "remedy.reap-orphans",
+    ] {
+        let would = f
+            .iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("no {id}"));
+        assert!(would.summary.starts_with("dry run: would "), "{would:?}");
+    }
+    let reap = f.iter().find(|f| f.id == "remedy.reap-orphans").unwrap();
+    assert_eq!(
+        reap.evidence,
+        vec!["cgroup /kubepods/besteffort/podu1/0rphan: pid 77".to_string()]
+    );
+    let delete = f.iter().find(|f| f.id == "remedy.delete-task").unwrap();
+    assert_eq!(delete.evidence, vec![LEAKED.to_string()]);
 }

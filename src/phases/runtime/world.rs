@@ -2,14 +2,20 @@
 //! tasks, restart, import, pull), the boot clock, and the state directory with its lock.
 //! [`Node`] is the real one; the tests use a fake.
 
-use super::decide::Observation;
+use super::decide::{Observation, Scope};
 use super::machine::RESTART_COMMAND_TIMEOUT;
+use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
+use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
+use crate::checks::leaked_tasks::rules as leaked_rules;
+use crate::checks::orphans::facts::{self as orphans, OrphanFacts};
+use crate::checks::orphans::rules as orphan_rules;
 use crate::checks::runtime::facts::{self as runtime, RuntimeFacts};
 use crate::checks::sandbox_image::facts::{self as sandbox_image, Wanted};
 use crate::checks::stale::facts as stale;
+use crate::checks::workloads;
 use crate::config::units::format_duration;
 use crate::config::Settings;
-use crate::containerd::client::{self, Conn};
+use crate::containerd::client::{self, Conn, K8S_NS};
 use crate::containerd::config::ContainerdConfig;
 use crate::containerd::oci::normalize_ref;
 use crate::containerd::tasks::{self, LiveTask};
@@ -43,8 +49,14 @@ pub trait World {
     /// Phase 1's reason, when it held containerd back this boot.
     fn phase1_held(&self) -> Option<String>;
 
-    /// One look at the node; waits up to `wait` for containerd to answer.
-    async fn observe(&mut self, wait: Duration) -> Observation;
+    /// One look at the node; waits up to `wait` for containerd to answer. A hygiene family
+    /// that finds a candidate looks a second time, about 2 s later, within the call.
+    async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation;
+    /// `Tasks.Delete` of a leaked task (never a signal).
+    async fn delete_task(&mut self, id: &str) -> Result<String, String>;
+    /// Kills and removes an orphaned container cgroup, after checking again that its
+    /// container has no live task and every pid in it is still in it.
+    async fn reap(&mut self, cgroup: &str) -> Result<String, String>;
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String>;
     /// The PID serving containerd's socket (evidence for a restart).
     fn containerd_pid(&self) -> Option<i32>;
@@ -90,6 +102,11 @@ impl Target {
 
 /// Every call to containerd is bounded by this.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// The hygiene families confirm a candidate with a second look this much later: CRI
+/// still says RUNNING for ~1.5 s after a shim dies (containerd 1.7).
+const SECOND_LOOK: Duration = Duration::from_secs(2);
+/// How long a killed cgroup may take to empty (measured: 14-45 ms).
+const REAP_WAIT: Duration = Duration::from_secs(5);
 
 /// The real node.
 pub struct Node<'a> {
@@ -181,12 +198,16 @@ impl World for Node<'_> {
         self.state_dir.as_ref().ok()?.read_volume()?.held_by()
     }
 
-    async fn observe(&mut self, wait: Duration) -> Observation {
+    async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation {
         let started = Instant::now();
         let socket = self.socket();
         let display = self.target.socket.display().to_string();
         let waited =
             || format_duration(Duration::from_millis(started.elapsed().as_millis() as u64));
+        let kill_mode = match scope {
+            Scope::Full => kill_mode::gather(self.host),
+            Scope::Hygiene => KillModeFacts::NotSystemd,
+        };
         self.conn = None;
         let (conn, version) = match client::connect_answering(&socket, wait, CALL_TIMEOUT).await {
             Ok(ok) => ok,
@@ -200,12 +221,21 @@ impl World for Node<'_> {
                     runtime,
                     stale: None,
                     sandbox_image: None,
+                    leaked_tasks: None,
+                    orphans: None,
+                    kill_mode,
                 };
             }
         };
-        let stale = stale::gather(self.host, &socket, &self.target.root);
+        let (stale, image) = match scope {
+            Scope::Full => (
+                Some(stale::gather(self.host, &socket, &self.target.root)),
+                Some(sandbox_image::gather(&conn, &self.target.image).await),
+            ),
+            Scope::Hygiene => (None, None),
+        };
         let answering = runtime::gather(&conn, version).await;
-        let image = sandbox_image::gather(&conn, &self.target.image).await;
+        let (leaked_tasks, orphans) = self.hygiene_looks(&conn).await;
         self.conn = Some(conn);
         Observation {
             runtime: RuntimeFacts {
@@ -213,9 +243,47 @@ impl World for Node<'_> {
                 answering: Ok(Box::new(answering)),
                 waited: waited(),
             },
-            stale: Some(stale),
-            sandbox_image: Some(image),
+            stale,
+            sandbox_image: image,
+            leaked_tasks,
+            orphans,
+            kill_mode,
         }
+    }
+
+    async fn delete_task(&mut self, id: &str) -> Result<String, String> {
+        let conn = self.conn()?;
+        let started = Instant::now();
+        tasks::delete(conn, K8S_NS, id)
+            .await
+            .map_err(String::from)?;
+        Ok(format!(
+            "deleted task {id} in {} ms",
+            started.elapsed().as_millis()
+        ))
+    }
+
+    async fn reap(&mut self, cgroup: &str) -> Result<String, String> {
+        // The container must still have no live task: asked again right before the kill.
+        let conn = self.conn()?;
+        let live = workloads::gather(self.host, conn).await?;
+        let container = crate::host::cgroup::parse_container_cgroup(cgroup)
+            .ok_or_else(|| format!("{cgroup} is not a container cgroup"))?;
+        if live
+            .live_task_ids()
+            .contains(container.container_id.as_str())
+        {
+            let id = container.container_id;
+            return Err(format!("container {id} has a live task now: left alone"));
+        }
+        let host = self.host;
+        let still_ours = |pids: &[i32]| still_in(host, cgroup, pids);
+        let started = Instant::now();
+        let killed = crate::host::cgroup::kill_cgroup(host, cgroup, &still_ours, REAP_WAIT)?;
+        Ok(format!(
+            "killed cgroup {cgroup} (pids {killed:?}) in {} ms",
+            started.elapsed().as_millis()
+        ))
     }
 
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
@@ -274,6 +342,52 @@ impl World for Node<'_> {
     fn snapshotter(&self) -> String {
         self.target.image.snapshotter.clone()
     }
+}
+
+impl Node<'_> {
+    /// The hygiene families' looks: a second one only when the first found a candidate.
+    async fn hygiene_looks(&self, conn: &Conn) -> (Option<LeakedTaskFacts>, Option<OrphanFacts>) {
+        let Ok(first) = workloads::gather(self.host, conn).await else {
+            return (None, None);
+        };
+        let mut orphans = OrphanFacts {
+            first: orphans::look(self.host, first.clone()),
+            second: None,
+            reap: self.settings.orphans.reap,
+        };
+        let mut leaks = LeakedTaskFacts {
+            first,
+            second: None,
+        };
+        let suspicious = !leaked_rules::candidates(&leaks.first).is_empty()
+            || !orphan_rules::candidates(&orphans.first).is_empty();
+        if suspicious {
+            tokio::time::sleep(SECOND_LOOK).await;
+            if let Ok(second) = workloads::gather(self.host, conn).await {
+                orphans.second = Some(orphans::look(self.host, second.clone()));
+                leaks.second = Some(second);
+            }
+            let confirmed = orphan_rules::confirmed(&orphans);
+            let pids: Vec<i32> = confirmed.iter().map(|p| p.info.pid).collect();
+            orphans::describe(self.host, &mut orphans.first, &pids);
+        }
+        (Some(leaks), Some(orphans))
+    }
+}
+
+/// Every pid about to be killed is still in `cgroup` (read again from `/proc`).
+fn still_in(host: &Host, cgroup: &str, pids: &[i32]) -> Result<(), String> {
+    for pid in pids {
+        let path = host.proc(format!("{pid}/cgroup"));
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let now = crate::host::cgroup::container_cgroup_of(&text);
+        if now.as_ref().map(|c| c.path.as_str()) != Some(cgroup) {
+            return Err(format!(
+                "pid {pid} is no longer in {cgroup}: nothing killed"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// CLOCK_BOOTTIME: keeps counting through suspend and never jumps with the wall clock, so

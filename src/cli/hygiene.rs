@@ -1,0 +1,27 @@
+//! `guard hygiene`: finds and cleans up what breaks pods while the node runs (leaked
+//! containerd tasks, orphaned container payloads), without restarting containerd and
+//! without touching the volume or images. Run by `containerd-guard-hygiene.timer`.
+
+use super::{Context, Exit};
+use crate::phases::runtime::Mode;
+use crate::report::Report;
+
+pub fn run(ctx: &Context, dry_run: bool) -> Exit {
+    let cd = match super::containerd_config(ctx) {
+        Ok(c) => c,
+        Err(exit) => return exit,
+    };
+    let mode = Mode {
+        dry_run,
+        ..Mode::HYGIENE
+    };
+    let command = if dry_run {
+        "guard hygiene --dry-run"
+    } else {
+        "guard hygiene"
+    };
+    match crate::phases::run_runtime(ctx, &cd, mode, command) {
+        Ok(gate) => super::finish(ctx, &Report::new(gate.findings)),
+        Err(e) => super::internal_error(&e),
+    }
+}
