@@ -37,11 +37,13 @@
 
 pub mod containerd;
 pub mod guard;
+pub mod hygiene;
 pub mod locks;
 pub mod mounts;
 pub mod poll;
 pub mod runtime;
 pub mod temproot;
+pub mod workload;
 
 pub use containerd::Containerd;
 pub use guard::{Guard, Outcome, Running};
