@@ -40,7 +40,10 @@ impl Containerd {
     /// appending to the same log; waits until it answers. Shims and their tasks that
     /// outlived the stop are what the new containerd finds (or does not find) on start.
     pub fn start_again(&mut self) {
-        assert!(self.child.is_none(), "start_again: containerd is still running");
+        assert!(
+            self.child.is_none(),
+            "start_again: containerd is still running"
+        );
         self.spawn_and_wait(true);
     }
 

@@ -18,9 +18,9 @@ use super::locks::pid_alive;
 use super::runtime::block_on;
 use super::workload::{ctr_k8s_ok, ContainerInfo, Pod, LOCKER_IMAGE};
 use super::{poll_until, Containerd, TempRoot};
-use containerd_guard::containerd::client::{connect, request, K8S_NS};
 use containerd_client::services::v1::tasks_client::TasksClient;
 use containerd_client::services::v1::{DeleteTaskRequest, GetRequest};
+use containerd_guard::containerd::client::{connect, request, K8S_NS};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -201,7 +201,12 @@ pub fn remove_cgroup_tree(cgroup_rel: &str) -> bool {
 /// The parent PID of `pid` (from /proc/<pid>/stat), if it exists.
 pub fn ppid(pid: i32) -> Option<i32> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    s.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()
+    s.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// `/proc/<pid>/cmdline` split at NULs.
@@ -403,15 +408,20 @@ pub fn make_orphan(ctrd: &mut Containerd, t: &TempRoot, pod: &Pod, cid: &str) ->
     let before = cgroup_procs(&cg);
     assert!(!before.is_empty(), "no process in {cg} before the fault");
     let shims = shims_of(std::slice::from_ref(&pod.sandbox_id));
-    assert_eq!(shims.len(), 1, "one shim for pod {}: {shims:?}", pod.sandbox_id);
+    assert_eq!(
+        shims.len(),
+        1,
+        "one shim for pod {}: {shims:?}",
+        pod.sandbox_id
+    );
     ctrd.stop();
     kill_shims_of(std::slice::from_ref(&pod.sandbox_id));
     let bundle = bundle_dir(&t.state_path(), cid);
     assert!(bundle.is_dir(), "no bundle at {}", bundle.display());
     unmount_under(&bundle, &[cid.to_string()]);
-    std::fs::remove_dir_all(&bundle)
-        .unwrap_or_else(|e| panic!("remove {}: {e}", bundle.display()));
+    std::fs::remove_dir_all(&bundle).unwrap_or_else(|e| panic!("remove {}: {e}", bundle.display()));
     ctrd.start_again();
+    super::workload::wait_cri(&pod.socket);
     let info = poll_until(
         &format!("CRI to report {cid} EXITED after the restart"),
         FAULT_TIMEOUT,
@@ -419,7 +429,8 @@ pub fn make_orphan(ctrd: &mut Containerd, t: &TempRoot, pod: &Pod, cid: &str) ->
     );
     let after = cgroup_procs(&cg);
     assert_eq!(
-        after, before,
+        after,
+        before,
         "the payload's PIDs changed across the fault (CRI: {info:?})\ncontainerd log:\n{}",
         ctrd.log_tail()
     );

@@ -196,6 +196,7 @@ impl HygieneNode {
         std::fs::create_dir_all(runc_root(&t)).unwrap();
         std::fs::create_dir_all(t.path().join("host")).unwrap();
         let ctrd = Containerd::start(&t);
+        wait_cri(&t.socket());
         let locker = LockerImage::new(LOCKER_IMAGE);
         ctr_import(&t.socket(), &PauseImage::new(PAUSE_IMAGE), t.path());
         ctr_import(&t.socket(), &locker.image, t.path());
@@ -204,6 +205,12 @@ impl HygieneNode {
 
     pub fn socket(&self) -> PathBuf {
         self.t.socket()
+    }
+
+    /// Restarts containerd (SIGTERM, shims live on) and waits until CRI has recovered.
+    pub fn restart_containerd(&mut self) {
+        self.ctrd.restart();
+        wait_cri(&self.t.socket());
     }
 
     /// A fresh hostPath directory under the tree (for one pod's `/data`).
@@ -240,6 +247,17 @@ macro_rules! cri {
             }
         })
     };
+}
+
+/// Polls until containerd's CRI plugin answers `ListPodSandbox` (after a (re)start it says
+/// "server is not initialized yet" while it recovers its pods); panics after 30 s.
+pub fn wait_cri(socket: &Path) {
+    poll_until("CRI to be initialized", CRI_TIMEOUT, || {
+        let req = ListPodSandboxRequest { filter: None };
+        let r: Result<_, tonic::Status> = cri!(socket, CONNECT_TIMEOUT, |c| c
+            .list_pod_sandbox(request(req, None, CONNECT_TIMEOUT)));
+        r.ok().map(|_| ())
+    });
 }
 
 /// A CRI error as tests assert on it: the gRPC code and containerd's message.
@@ -332,12 +350,8 @@ impl Pod {
             config: Some(pod.config.clone()),
             runtime_handler: String::new(),
         };
-        let r: Result<_, tonic::Status> =
-            cri!(&pod.socket, CRI_TIMEOUT, |c| c.run_pod_sandbox(request(
-                req,
-                None,
-                CRI_TIMEOUT
-            )));
+        let r: Result<_, tonic::Status> = cri!(&pod.socket, CRI_TIMEOUT, |c| c
+            .run_pod_sandbox(request(req, None, CRI_TIMEOUT)));
         match r {
             Ok(r) => pod.sandbox_id = r.pod_sandbox_id,
             Err(e) => {
@@ -402,23 +416,35 @@ impl Pod {
             config: Some(config),
             sandbox_config: Some(self.config.clone()),
         };
-        let id = cri!(&self.socket, CRI_TIMEOUT, |c| c
-            .create_container(request(req, None, CRI_TIMEOUT)))
+        let id = cri!(&self.socket, CRI_TIMEOUT, |c| c.create_container(request(
+            req,
+            None,
+            CRI_TIMEOUT
+        )))
         .map_err(cri_err)?
         .container_id;
         self.containers.borrow_mut().push(id.clone());
         let req = StartContainerRequest {
             container_id: id.clone(),
         };
-        cri!(&self.socket, CRI_TIMEOUT, |c| c
-            .start_container(request(req, None, CRI_TIMEOUT)))
+        cri!(&self.socket, CRI_TIMEOUT, |c| c.start_container(request(
+            req,
+            None,
+            CRI_TIMEOUT
+        )))
         .map_err(cri_err)?;
         Ok(id)
     }
 
     /// As [`Pod::try_start_container`], panicking on a CRI error.
     #[track_caller]
-    pub fn start_container(&self, name: &str, image: &str, args: &[&str], host_dir: &Path) -> String {
+    pub fn start_container(
+        &self,
+        name: &str,
+        image: &str,
+        args: &[&str],
+        host_dir: &Path,
+    ) -> String {
         self.try_start_container(name, image, args, host_dir)
             .unwrap_or_else(|e| panic!("start container {name} in pod {}: {e:?}", self.name))
     }
@@ -437,8 +463,11 @@ impl Pod {
             container_id: id.to_string(),
             timeout: timeout_s,
         };
-        cri!(&self.socket, CRI_TIMEOUT, |c| c
-            .stop_container(request(req, None, CRI_TIMEOUT)))
+        cri!(&self.socket, CRI_TIMEOUT, |c| c.stop_container(request(
+            req,
+            None,
+            CRI_TIMEOUT
+        )))
         .map(|_| ())
         .map_err(cri_err)
     }
@@ -448,8 +477,11 @@ impl Pod {
         let req = RemoveContainerRequest {
             container_id: id.to_string(),
         };
-        cri!(&self.socket, CRI_TIMEOUT, |c| c
-            .remove_container(request(req, None, CRI_TIMEOUT)))
+        cri!(&self.socket, CRI_TIMEOUT, |c| c.remove_container(request(
+            req,
+            None,
+            CRI_TIMEOUT
+        )))
         .map(|_| ())
         .map_err(cri_err)
     }
@@ -460,8 +492,11 @@ impl Pod {
             container_id: id.to_string(),
             verbose: true,
         };
-        let r = cri!(&self.socket, CRI_TIMEOUT, |c| c
-            .container_status(request(req, None, CRI_TIMEOUT)))
+        let r = cri!(&self.socket, CRI_TIMEOUT, |c| c.container_status(request(
+            req,
+            None,
+            CRI_TIMEOUT
+        )))
         .map_err(cri_err)?;
         let s = r
             .status
@@ -523,8 +558,11 @@ impl Pod {
         let req = StopPodSandboxRequest {
             pod_sandbox_id: self.sandbox_id.clone(),
         };
-        cri!(&self.socket, CRI_TIMEOUT, |c| c
-            .stop_pod_sandbox(request(req, None, CRI_TIMEOUT)))
+        cri!(&self.socket, CRI_TIMEOUT, |c| c.stop_pod_sandbox(request(
+            req,
+            None,
+            CRI_TIMEOUT
+        )))
         .map_err(cri_err)?;
         let req = RemovePodSandboxRequest {
             pod_sandbox_id: self.sandbox_id.clone(),
