@@ -179,7 +179,7 @@ fn c_a_healthy_pod_keeps_its_payload_through_both_faults() {
     let odir = n.host_dir("orphan");
     let orphan = n.pod("orphan");
     let (ocid, _) = running_locker(&orphan, "payload", &odir);
-    let pids = make_orphan(&mut n.ctrd, &n.t, &orphan, &ocid);
+    let pids = n.make_orphan(&orphan, &ocid);
     check("after the orphan (containerd restarted)");
 
     let ldir = n.host_dir("leaky");

@@ -17,6 +17,7 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -224,6 +225,11 @@ impl HygieneNode {
     pub fn pod(&self, name: &str) -> Pod {
         Pod::run(&self.t, name)
     }
+
+    /// [`make_orphan`](super::hygiene::make_orphan) on this node's containerd.
+    pub fn make_orphan(&mut self, pod: &Pod, cid: &str) -> Vec<i32> {
+        super::hygiene::make_orphan(&mut self.ctrd, &self.t, pod, cid)
+    }
 }
 
 /// One CRI call may take this long.
@@ -336,6 +342,7 @@ impl Pod {
             }),
             ..Default::default()
         };
+        LIVE_PODS.fetch_add(1, Ordering::SeqCst);
         let mut pod = Pod {
             socket: t.socket(),
             state: t.state_path(),
@@ -612,15 +619,22 @@ impl Pod {
         remove_cgroup_tree(&self.cgroup());
         kill_shims_of(&ids);
         unmount_under(&self.state, &ids);
-        for parent in ["/kubepods/besteffort", "/kubepods"] {
-            super::hygiene::rmdir_cgroup(parent);
-        }
     }
 }
+
+/// Pods alive in this test process: the shared parents `/kubepods/besteffort` and
+/// `/kubepods` are removed (when empty) only by the last one, so that a parallel test's
+/// runc never finds them gone between its mkdirs.
+static LIVE_PODS: AtomicUsize = AtomicUsize::new(0);
 
 impl Drop for Pod {
     fn drop(&mut self) {
         self.cleanup();
+        if LIVE_PODS.fetch_sub(1, Ordering::SeqCst) == 1 {
+            for parent in ["/kubepods/besteffort", "/kubepods"] {
+                super::hygiene::rmdir_cgroup(parent);
+            }
+        }
     }
 }
 
