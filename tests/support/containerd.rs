@@ -26,47 +26,80 @@ impl Containerd {
 
     /// Starts containerd with an explicit config, socket and directory for its log.
     pub fn start_with(config: PathBuf, socket: PathBuf, log_dir: &Path) -> Containerd {
+        let mut c = Containerd {
+            child: None,
+            socket,
+            log: log_dir.join("containerd.log"),
+            config,
+        };
+        c.spawn_and_wait(false);
+        c
+    }
+
+    /// Starts containerd again after [`Containerd::stop`], with the same config and socket,
+    /// appending to the same log; waits until it answers. Shims and their tasks that
+    /// outlived the stop are what the new containerd finds (or does not find) on start.
+    pub fn start_again(&mut self) {
+        assert!(
+            self.child.is_none(),
+            "start_again: containerd is still running"
+        );
+        self.spawn_and_wait(true);
+    }
+
+    /// [`Containerd::stop`] (SIGTERM, as `systemctl restart` does) then
+    /// [`Containerd::start_again`].
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start_again();
+    }
+
+    fn spawn_and_wait(&mut self, append: bool) {
         let exe = which("containerd").expect(
             "this test needs Debian's `containerd` (apt-get install containerd runc); \
              `sudo scripts/test` installs it",
         );
-        let log = log_dir.join("containerd.log");
-        let out = std::fs::File::create(&log).expect("containerd log");
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&self.log)
+            .expect("containerd log");
         let err = out.try_clone().expect("containerd log");
         let child = Command::new(exe)
             .arg("--config")
-            .arg(&config)
+            .arg(&self.config)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .spawn()
             .expect("spawn containerd");
-        let mut c = Containerd {
-            child: Some(child),
-            socket,
-            log,
-            config,
-        };
+        self.child = Some(child);
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if UnixStream::connect(&c.socket).is_ok() {
+            if UnixStream::connect(&self.socket).is_ok() {
                 break;
             }
-            if let Some(status) = c.child.as_mut().and_then(|ch| ch.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|ch| ch.try_wait().ok().flatten())
+            {
+                self.child = None;
                 panic!(
                     "containerd exited ({status}) before answering on {}:\n{}",
-                    c.socket.display(),
-                    c.log_tail()
+                    self.socket.display(),
+                    self.log_tail()
                 );
             }
             if Instant::now() >= deadline {
-                let tail = c.log_tail();
-                drop(c);
+                let tail = self.log_tail();
+                self.stop();
                 panic!("containerd did not answer within {START_TIMEOUT:?}:\n{tail}");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        c
     }
 
     pub fn pid(&self) -> u32 {

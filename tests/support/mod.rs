@@ -30,6 +30,11 @@
 //! } // drops: unmount, detach the loop device, remove the tempdir
 //! ```
 //!
+//! Hygiene faults (a leaked task, an orphaned payload holding a `flock`) are made for real
+//! by [`hygiene`] on a [`workload::HygieneNode`] (CRI on runc/cgroupfs, a `locker` payload
+//! image, kubelet-like [`workload::Pod`]s in `/kubepods/besteffort/pod<uid>`); see
+//! `tests/hygiene_harness.rs`.
+//!
 //! `scripts/test` points `TMPDIR` at a per-run directory and sweeps it afterwards, so a
 //! leak (a mount, loop device or containerd under it) fails the run and is cleaned up.
 
@@ -37,11 +42,13 @@
 
 pub mod containerd;
 pub mod guard;
+pub mod hygiene;
 pub mod locks;
 pub mod mounts;
 pub mod poll;
 pub mod runtime;
 pub mod temproot;
+pub mod workload;
 
 pub use containerd::Containerd;
 pub use guard::{Guard, Outcome, Running};
