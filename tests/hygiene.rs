@@ -1,0 +1,280 @@
+//! The guard against the two faults that break pods while a node runs, created for real
+//! (tests/support/hygiene.rs) on a real containerd with CRI, runc and kubelet's cgroupfs
+//! layout: a leaked task and an orphaned payload. Each is found with its evidence,
+//! repaired by the guard, and then the pod can be removed / a new container gets the lock;
+//! a healthy pod beside keeps its payload PID, containerd keeps its PID, nothing restarts.
+//! Root only.
+//!
+//! The tests in this file run one at a time (`SERIAL`): a repairing guard reaps every
+//! orphaned container cgroup on the host, including another test's on purpose.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+use support::hygiene::*;
+use support::locks::pid_alive;
+use support::workload::*;
+use support::*;
+
+const TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc"];
+const WAIT: Duration = Duration::from_secs(30);
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts a locker on `<dir>/lock` and waits until it holds the lock: (container, pid).
+fn running_locker(pod: &Pod, name: &str, dir: &Path) -> (String, i32) {
+    let cid = pod.start_locker(name, dir, "lock");
+    let info = pod.wait_container(&cid, "RUNNING with a PID", WAIT, |i| {
+        i.running() && i.pid.is_some()
+    });
+    let pid = info.pid.unwrap();
+    poll_until("the locker to hold its lock", WAIT, || {
+        lock_holders(&dir.join("lock")).contains(&pid).then_some(())
+    });
+    (cid, pid)
+}
+
+/// The guard's config for this node; `extra` adds tables.
+fn guard_config(n: &HygieneNode, extra: &str) -> PathBuf {
+    n.t.write_guard_config("", extra)
+}
+
+fn guard(cfg: &Path, args: &[&str]) -> Outcome {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    Guard::with_config(cfg).run(&all)
+}
+
+/// A healthy pod whose payload must survive everything the guard does.
+struct Bystander {
+    pod: Pod,
+    cid: String,
+    pid: i32,
+}
+
+impl Bystander {
+    fn start(n: &HygieneNode) -> Bystander {
+        let pod = n.pod("bystander");
+        let (cid, pid) = running_locker(&pod, "payload", &n.host_dir("bystander"));
+        Bystander { pod, cid, pid }
+    }
+
+    fn unchanged(&self, when: &str) {
+        let i = self.pod.container_state(&self.cid).unwrap();
+        assert!(i.running() && i.pid == Some(self.pid), "{when}: bystander {i:?}");
+        assert!(pid_alive(self.pid), "{when}: bystander payload {} died", self.pid);
+    }
+}
+
+#[test]
+fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    let bystander = Bystander::start(&n);
+    let leaky = n.pod("leaky");
+    let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
+    let task = make_leaked_task(&leaky, &cid);
+    let containerd_pid = n.ctrd.pid();
+
+    let verify = guard(&cfg, &["verify"]);
+    verify.expect(1, "runtime.leaked-tasks", "fail").mentions(
+        "runtime.leaked-tasks",
+        &[
+            &cid,
+            "STOPPED",
+            &format!("pid {} gone", task.pid),
+            "blocks RemovePodSandbox of pod guard-test/leaky",
+        ],
+    );
+
+    let dry = guard(&cfg, &["hygiene", "--dry-run"]);
+    dry.expect(1, "remedy.delete-task", "skip")
+        .mentions("remedy.delete-task", &["dry run: would delete 1 leaked task", &cid]);
+    assert_eq!(ctr_task(&leaky.socket, &cid).map(|t| t.status), Some("STOPPED".into()));
+
+    let repair = guard(&cfg, &["hygiene"]);
+    repair
+        .expect(0, "remedy.delete-task", "pass")
+        .expect(0, "runtime.leaked-tasks", "pass");
+    assert_eq!(ctr_task(&leaky.socket, &cid), None, "the task is gone");
+    leaky
+        .remove_pod()
+        .unwrap_or_else(|e| panic!("RemovePodSandbox after the guard's repair: {e:?}"));
+    bystander.unchanged("after the repair");
+    assert_eq!(n.ctrd.pid(), containerd_pid, "containerd was not restarted");
+
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert!(status.stdout.contains("delete-task"), "{}", status.dump());
+}
+
+#[test]
+fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_the_lock() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let mut n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    let bystander = Bystander::start(&n);
+    let dir = n.host_dir("orphan");
+    let pod = n.pod("orphan");
+    let (cid, pid) = running_locker(&pod, "payload", &dir);
+    let pids = n.make_orphan(&pod, &cid);
+    let cgroup = pod.container_cgroup(&cid);
+    let containerd_pid = n.ctrd.pid();
+    let retry = n.pod("orphan");
+    assert!(!new_container_gets_lock(&retry, "blocked", &dir, "lock"), "the orphan holds it");
+
+    let verify = guard(&cfg, &["verify"]);
+    verify.expect(1, "runtime.orphans", "fail").mentions(
+        "runtime.orphans",
+        &[
+            &format!("pid {pid} (/locker /data/lock) ppid 1"),
+            &format!("cgroup {cgroup}"),
+            &format!("holds locks on {}", dir.join("lock").display()),
+            "pod guard-test/orphan",
+        ],
+    );
+
+    let dry = guard(&cfg, &["verify", "--repair", "--dry-run"]);
+    dry.expect(1, "remedy.reap-orphans", "skip").mentions(
+        "remedy.reap-orphans",
+        &["dry run: would kill 1 orphaned container cgroup", &format!("cgroup {cgroup}: pid {pid}")],
+    );
+    assert!(pids.iter().all(|p| pid_alive(*p)), "a dry run kills nothing");
+
+    let repair = guard(&cfg, &["hygiene"]);
+    repair
+        .expect(0, "remedy.reap-orphans", "pass")
+        .expect(0, "runtime.orphans", "pass");
+    assert!(pids.iter().all(|p| !pid_alive(*p)), "{pids:?} still alive");
+    assert!(!cgroup_exists(&cgroup), "{cgroup} was removed");
+    assert!(new_container_gets_lock(&retry, "after", &dir, "lock"), "the lock is free");
+    bystander.unchanged("after the reap");
+    assert_eq!(n.ctrd.pid(), containerd_pid, "containerd was not restarted");
+}
+
+#[test]
+fn h03_reap_off_only_reports() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let mut n = HygieneNode::start();
+    let cfg = guard_config(&n, "[orphans]\nreap = false\n");
+    let pod = n.pod("orphan");
+    let (cid, _) = running_locker(&pod, "payload", &n.host_dir("orphan"));
+    let pids = n.make_orphan(&pod, &cid);
+    let out = guard(&cfg, &["hygiene"]);
+    out.expect(1, "runtime.orphans", "fail")
+        .mentions("runtime.orphans", &["[orphans] reap = false"]);
+    assert!(
+        out.json.as_ref().unwrap()["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["id"] != "remedy.reap-orphans"),
+        "{}",
+        out.dump()
+    );
+    assert!(pids.iter().all(|p| pid_alive(*p)), "nothing was killed");
+    assert!(remove_cgroup_tree(&pod.container_cgroup(&cid)));
+}
+
+#[test]
+fn h04_live_tasks_other_namespaces_and_reused_pids_are_left_alone() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    let bystander = Bystander::start(&n);
+    // A STOPPED task in a namespace that is not CRI's: not kubelet's to clean up.
+    let other = other_namespace_stopped_task(&n);
+    // A leaked task whose dead PID now names another, live process.
+    let leaky = n.pod("leaky");
+    let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
+    let task = make_leaked_task(&leaky, &cid);
+    let reuser = spawn_with_pid(task.pid);
+
+    let out = guard(&cfg, &["hygiene"]);
+    out.expect(0, "remedy.delete-task", "pass")
+        .mentions("remedy.delete-task", &[&cid]);
+    assert!(!out.stdout.contains(&other), "the other namespace is ignored: {}", out.dump());
+    assert_eq!(
+        ctr_task_in(&n.socket(), "guard-other", &other).as_deref(),
+        Some("STOPPED"),
+        "the other namespace's task is still there"
+    );
+    if let Some(r) = &reuser {
+        assert!(pid_alive(r.pid), "the process that reused pid {} was not killed", r.pid);
+    }
+    bystander.unchanged("after the repair");
+}
+
+#[test]
+fn h05_guard_runtime_deletes_a_leaked_task_without_holding_kubelet() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let cfg = guard_config(&n, "[hold]\ntimeout = \"30s\"\n");
+    let leaky = n.pod("leaky");
+    let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
+    make_leaked_task(&leaky, &cid);
+    let out = guard(&cfg, &["runtime"]);
+    out.expect(0, "remedy.delete-task", "pass");
+    assert_eq!(ctr_task(&leaky.socket, &cid), None);
+    leaky.remove_pod().expect("RemovePodSandbox after guard runtime");
+}
+
+/// Runs a container in namespace `guard-other` with `ctr` and kills it, leaving a STOPPED
+/// task there. Returns its id.
+fn other_namespace_stopped_task(n: &HygieneNode) -> String {
+    let sock = n.socket();
+    let archive = n.locker.image.write_oci(&n.t.path().join("other.tar"), false);
+    let ctr = |args: &[&str]| {
+        let mut all = vec!["--address", sock.to_str().unwrap(), "-n", "guard-other"];
+        all.extend_from_slice(args);
+        run(ctr().to_str().unwrap(), &all)
+    };
+    ctr(&["images", "import", archive.to_str().unwrap()]);
+    let id = unique("other", 8);
+    ctr(&["run", "-d", "--null-io", LOCKER_IMAGE, &id, "/locker", "/tmp/lock"]);
+    ctr(&["tasks", "kill", "-s", "SIGKILL", &id]);
+    poll_until("the other task to stop", WAIT, || {
+        (ctr_task_in(&sock, "guard-other", &id).as_deref() == Some("STOPPED")).then_some(())
+    });
+    id
+}
+
+fn ctr_task_in(sock: &Path, ns: &str, id: &str) -> Option<String> {
+    let out = run(
+        ctr().to_str().unwrap(),
+        &["--address", sock.to_str().unwrap(), "-n", ns, "tasks", "ls"],
+    );
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(id))
+        .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+}
+
+/// A process on purpose given `pid` (through `ns_last_pid`), standing for a reused PID;
+/// `None` when the kernel handed out another one (the pid was taken meanwhile).
+fn spawn_with_pid(pid: i32) -> Option<KillOnDrop> {
+    std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).ok()?;
+    let child = std::process::Command::new("sleep").arg("600").spawn().ok()?;
+    let got = child.id() as i32;
+    let guard = KillOnDrop { pid: got };
+    (got == pid).then_some(guard)
+}
