@@ -66,8 +66,15 @@ impl Bystander {
 
     fn unchanged(&self, when: &str) {
         let i = self.pod.container_state(&self.cid).unwrap();
-        assert!(i.running() && i.pid == Some(self.pid), "{when}: bystander {i:?}");
-        assert!(pid_alive(self.pid), "{when}: bystander payload {} died", self.pid);
+        assert!(
+            i.running() && i.pid == Some(self.pid),
+            "{when}: bystander {i:?}"
+        );
+        assert!(
+            pid_alive(self.pid),
+            "{when}: bystander payload {} died",
+            self.pid
+        );
     }
 }
 
@@ -97,9 +104,14 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
     );
 
     let dry = guard(&cfg, &["hygiene", "--dry-run"]);
-    dry.expect(1, "remedy.delete-task", "skip")
-        .mentions("remedy.delete-task", &["dry run: would delete 1 leaked task", &cid]);
-    assert_eq!(ctr_task(&leaky.socket, &cid).map(|t| t.status), Some("STOPPED".into()));
+    dry.expect(1, "remedy.delete-task", "skip").mentions(
+        "remedy.delete-task",
+        &["dry run: would delete 1 leaked task", &cid],
+    );
+    assert_eq!(
+        ctr_task(&leaky.socket, &cid).map(|t| t.status),
+        Some("STOPPED".into())
+    );
 
     let repair = guard(&cfg, &["hygiene"]);
     repair
@@ -132,7 +144,10 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
     let cgroup = pod.container_cgroup(&cid);
     let containerd_pid = n.ctrd.pid();
     let retry = n.pod("orphan");
-    assert!(!new_container_gets_lock(&retry, "blocked", &dir, "lock"), "the orphan holds it");
+    assert!(
+        !new_container_gets_lock(&retry, "blocked", &dir, "lock"),
+        "the orphan holds it"
+    );
 
     let verify = guard(&cfg, &["verify"]);
     verify.expect(1, "runtime.orphans", "fail").mentions(
@@ -140,7 +155,8 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
         &[
             &format!("pid {pid} (/locker /data/lock) ppid 1"),
             &format!("cgroup {cgroup}"),
-            &format!("holds locks on {}", dir.join("lock").display()),
+            // The path as the payload sees it (its hostPath is mounted at /data).
+            "holds locks on /data/lock",
             "pod guard-test/orphan",
         ],
     );
@@ -148,9 +164,15 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
     let dry = guard(&cfg, &["verify", "--repair", "--dry-run"]);
     dry.expect(1, "remedy.reap-orphans", "skip").mentions(
         "remedy.reap-orphans",
-        &["dry run: would kill 1 orphaned container cgroup", &format!("cgroup {cgroup}: pid {pid}")],
+        &[
+            "dry run: would kill 1 orphaned container cgroup",
+            &format!("cgroup {cgroup}: pid {pid}"),
+        ],
     );
-    assert!(pids.iter().all(|p| pid_alive(*p)), "a dry run kills nothing");
+    assert!(
+        pids.iter().all(|p| pid_alive(*p)),
+        "a dry run kills nothing"
+    );
 
     let repair = guard(&cfg, &["hygiene"]);
     repair
@@ -158,7 +180,10 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
         .expect(0, "runtime.orphans", "pass");
     assert!(pids.iter().all(|p| !pid_alive(*p)), "{pids:?} still alive");
     assert!(!cgroup_exists(&cgroup), "{cgroup} was removed");
-    assert!(new_container_gets_lock(&retry, "after", &dir, "lock"), "the lock is free");
+    assert!(
+        new_container_gets_lock(&retry, "after", &dir, "lock"),
+        "the lock is free"
+    );
     bystander.unchanged("after the reap");
     assert_eq!(n.ctrd.pid(), containerd_pid, "containerd was not restarted");
 }
@@ -200,25 +225,32 @@ fn h04_live_tasks_other_namespaces_and_reused_pids_are_left_alone() {
     let cfg = guard_config(&n, "");
     let bystander = Bystander::start(&n);
     // A STOPPED task in a namespace that is not CRI's: not kubelet's to clean up.
-    let other = other_namespace_stopped_task(&n);
+    let other = OtherNamespaceTask::start(&n);
     // A leaked task whose dead PID now names another, live process.
     let leaky = n.pod("leaky");
     let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
     let task = make_leaked_task(&leaky, &cid);
-    let reuser = spawn_with_pid(task.pid);
+    let reuser = spawn_with_pid(task.pid)
+        .unwrap_or_else(|| panic!("could not give pid {} to a new process", task.pid));
 
     let out = guard(&cfg, &["hygiene"]);
     out.expect(0, "remedy.delete-task", "pass")
         .mentions("remedy.delete-task", &[&cid]);
-    assert!(!out.stdout.contains(&other), "the other namespace is ignored: {}", out.dump());
+    assert!(
+        !out.stdout.contains(&other.id),
+        "the other namespace is ignored: {}",
+        out.dump()
+    );
     assert_eq!(
-        ctr_task_in(&n.socket(), "guard-other", &other).as_deref(),
+        other.status().as_deref(),
         Some("STOPPED"),
         "the other namespace's task is still there"
     );
-    if let Some(r) = &reuser {
-        assert!(pid_alive(r.pid), "the process that reused pid {} was not killed", r.pid);
-    }
+    assert!(
+        pid_alive(reuser.pid),
+        "the process that reused pid {} was killed",
+        reuser.pid
+    );
     bystander.unchanged("after the repair");
 }
 
@@ -236,27 +268,72 @@ fn h05_guard_runtime_deletes_a_leaked_task_without_holding_kubelet() {
     let out = guard(&cfg, &["runtime"]);
     out.expect(0, "remedy.delete-task", "pass");
     assert_eq!(ctr_task(&leaky.socket, &cid), None);
-    leaky.remove_pod().expect("RemovePodSandbox after guard runtime");
+    leaky
+        .remove_pod()
+        .expect("RemovePodSandbox after guard runtime");
 }
 
-/// Runs a container in namespace `guard-other` with `ctr` and kills it, leaving a STOPPED
-/// task there. Returns its id.
-fn other_namespace_stopped_task(n: &HygieneNode) -> String {
-    let sock = n.socket();
-    let archive = n.locker.image.write_oci(&n.t.path().join("other.tar"), false);
-    let ctr = |args: &[&str]| {
-        let mut all = vec!["--address", sock.to_str().unwrap(), "-n", "guard-other"];
+/// A task in namespace `guard-other` (not CRI's) whose process is gone: `ctr run` of the
+/// locker with a path it cannot open, so it exits at once and its task stays STOPPED.
+/// Removed again on drop.
+struct OtherNamespaceTask {
+    socket: PathBuf,
+    id: String,
+}
+
+impl OtherNamespaceTask {
+    fn start(n: &HygieneNode) -> OtherNamespaceTask {
+        let t = OtherNamespaceTask {
+            socket: n.socket(),
+            id: unique("other", 8),
+        };
+        let archive = n
+            .locker
+            .image
+            .write_oci(&n.t.path().join("other.tar"), false);
+        t.ctr(&["images", "import", archive.to_str().unwrap()]);
+        t.ctr(&[
+            "run",
+            "-d",
+            "--null-io",
+            LOCKER_IMAGE,
+            &t.id,
+            "/locker",
+            "/no/such/dir/lock",
+        ]);
+        poll_until("the other namespace's task to stop", WAIT, || {
+            (t.status().as_deref() == Some("STOPPED")).then_some(())
+        });
+        t
+    }
+
+    fn ctr(&self, args: &[&str]) -> String {
+        let mut all = vec![
+            "--address",
+            self.socket.to_str().unwrap(),
+            "-n",
+            "guard-other",
+        ];
         all.extend_from_slice(args);
         run(ctr().to_str().unwrap(), &all)
-    };
-    ctr(&["images", "import", archive.to_str().unwrap()]);
-    let id = unique("other", 8);
-    ctr(&["run", "-d", "--null-io", LOCKER_IMAGE, &id, "/locker", "/tmp/lock"]);
-    ctr(&["tasks", "kill", "-s", "SIGKILL", &id]);
-    poll_until("the other task to stop", WAIT, || {
-        (ctr_task_in(&sock, "guard-other", &id).as_deref() == Some("STOPPED")).then_some(())
-    });
-    id
+    }
+
+    fn status(&self) -> Option<String> {
+        ctr_task_in(&self.socket, "guard-other", &self.id)
+    }
+}
+
+impl Drop for OtherNamespaceTask {
+    fn drop(&mut self) {
+        let sock = self.socket.to_str().unwrap_or_default();
+        let ctr = ctr();
+        for args in [["tasks", "delete"], ["containers", "delete"]] {
+            let mut all = vec!["--address", sock, "-n", "guard-other"];
+            all.extend_from_slice(&args);
+            all.push(&self.id);
+            let _ = run_quiet(ctr.to_str().unwrap_or("ctr"), &all);
+        }
+    }
 }
 
 fn ctr_task_in(sock: &Path, ns: &str, id: &str) -> Option<String> {
@@ -273,7 +350,10 @@ fn ctr_task_in(sock: &Path, ns: &str, id: &str) -> Option<String> {
 /// `None` when the kernel handed out another one (the pid was taken meanwhile).
 fn spawn_with_pid(pid: i32) -> Option<KillOnDrop> {
     std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).ok()?;
-    let child = std::process::Command::new("sleep").arg("600").spawn().ok()?;
+    let child = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .ok()?;
     let got = child.id() as i32;
     let guard = KillOnDrop { pid: got };
     (got == pid).then_some(guard)

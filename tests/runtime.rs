@@ -38,7 +38,7 @@ impl Node {
             "start the test with `if !require_root(TOOLS) {{ return; }}`"
         );
         let t = TempRoot::new();
-        t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+        t.write_containerd_config_with(Some(image));
         let vol = LoopVolume::new(
             &t.images(),
             FsKind::Ext4,
@@ -223,7 +223,7 @@ fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() 
     }
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s3", dead_port());
-    t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+    t.write_containerd_config_with(Some(&image));
     std::fs::create_dir_all(t.volume_path()).unwrap();
     // containerd runs on the root filesystem's directory and has the image there...
     let ctrd = Restartable::start(&t);
@@ -579,7 +579,7 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
     }
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s11", dead_port());
-    t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+    t.write_containerd_config_with(Some(&image));
     std::fs::create_dir_all(t.volume_path()).unwrap();
     // A live node, not a boot: containerd on the root filesystem's directory runs a pod...
     let ctrd = Restartable::start(&t);
@@ -641,7 +641,7 @@ fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
     }
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s12", dead_port());
-    t.write_containerd_config(&format!("  sandbox_image = \"{image}\"\n"));
+    t.write_containerd_config_with(Some(&image));
     // containerd's root is a symlink to where the volume is mounted.
     let real = t.path().join("data/containerd");
     let vol = LoopVolume::new(&t.images(), FsKind::Ext4, &unique("cg", 8), &real);
@@ -689,7 +689,7 @@ fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
         return;
     }
     let t = TempRoot::new();
-    t.write_containerd_config("");
+    t.write_containerd_config_with(None);
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let log = t.path().join("restarts.log");
     let restart = t.path().join("restart-logged");

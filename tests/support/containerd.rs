@@ -1,10 +1,121 @@
 //! Debian's real `containerd`, started on a [`TempRoot`]'s paths and killed on drop.
+//!
+//! Which containerd: the one on PATH (Debian 12's 1.6), or, when [`CONTAINERD_DIR_ENV`]
+//! names a directory holding `containerd`, `containerd-shim-runc-v2` and `ctr` (as
+//! `scripts/containerd-versions` unpacks trixie's 1.7 and sid's 2.x), that one. Everything
+//! the harness starts that runs a containerd tool (containerd itself, which finds its shim
+//! on PATH, the guard, which runs `ctr images import`, the restart program) gets that
+//! directory first on its PATH ([`path_with_containerd_dir`]).
 
 use super::{which, TempRoot};
+use std::ffi::OsString;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// Names a directory with another containerd's `containerd`, `containerd-shim-runc-v2` and
+/// `ctr` to test against instead of the one on PATH.
+pub const CONTAINERD_DIR_ENV: &str = "GUARD_TEST_CONTAINERD_DIR";
+
+/// The tools that come from the selected containerd (the rest, runc included, from PATH).
+pub const CONTAINERD_TOOLS: [&str; 3] = ["containerd", "containerd-shim-runc-v2", "ctr"];
+
+/// The directory [`CONTAINERD_DIR_ENV`] names, if set and not empty.
+pub fn containerd_dir() -> Option<PathBuf> {
+    std::env::var_os(CONTAINERD_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// `name` from the selected containerd: in [`CONTAINERD_DIR_ENV`]'s directory when that is
+/// set (a missing file there panics: no silent fallback to another version), else on PATH.
+pub fn containerd_tool(name: &str) -> PathBuf {
+    if let Some(dir) = containerd_dir() {
+        let p = dir.join(name);
+        assert!(
+            p.is_file(),
+            "{CONTAINERD_DIR_ENV}={} has no `{name}`: it must hold {} \
+             (scripts/containerd-versions prints such directories)",
+            dir.display(),
+            CONTAINERD_TOOLS.join(", ")
+        );
+        return p;
+    }
+    which(name).unwrap_or_else(|| {
+        panic!(
+            "this test needs Debian's `{name}` (apt-get install containerd runc); \
+             `sudo scripts/test` installs it"
+        )
+    })
+}
+
+/// PATH for a child that runs containerd tools: [`CONTAINERD_DIR_ENV`]'s directory first
+/// when set, then this process's PATH (or `base` when given, e.g. a PATH a test chose).
+pub fn path_with_containerd_dir(base: Option<&std::ffi::OsStr>) -> OsString {
+    let base = base
+        .map(OsString::from)
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    match containerd_dir() {
+        Some(dir) => {
+            let mut parts = vec![dir];
+            parts.extend(std::env::split_paths(&base));
+            std::env::join_paths(parts).expect("a PATH entry with ':' in it")
+        }
+        None => base,
+    }
+}
+
+/// What the selected `containerd --version` says, e.g. `containerd
+/// github.com/containerd/containerd/v2 2.1.9+unknown` (run once per test process).
+pub fn containerd_version() -> &'static str {
+    static VERSION: OnceLock<String> = OnceLock::new();
+    VERSION.get_or_init(|| {
+        let exe = containerd_tool("containerd");
+        let out = Command::new(&exe)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {} --version: {e}", exe.display()));
+        assert!(
+            out.status.success(),
+            "{} --version failed ({}): {}",
+            exe.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    })
+}
+
+/// The selected containerd's (major, minor), e.g. (1, 6), (1, 7) or (2, 1), so tests can
+/// adapt (config version 3 from 2.0 on).
+pub fn containerd_major_minor() -> (u32, u32) {
+    static MM: OnceLock<(u32, u32)> = OnceLock::new();
+    *MM.get_or_init(|| {
+        let said = containerd_version();
+        parse_major_minor(said).unwrap_or_else(|| {
+            panic!("cannot read a version from `containerd --version`: {said:?}")
+        })
+    })
+}
+
+/// The first word of `containerd --version` that reads `[v]MAJOR.MINOR...`:
+/// `containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3` -> (1, 6).
+pub fn parse_major_minor(said: &str) -> Option<(u32, u32)> {
+    said.split_whitespace().find_map(|w| {
+        let w = w.strip_prefix('v').unwrap_or(w);
+        let mut parts = w.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor_text: String = parts
+            .next()?
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        Some((major, minor_text.parse().ok()?))
+    })
+}
 
 /// How long containerd may take to answer on its socket (measured: about 0.1 s).
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -55,10 +166,7 @@ impl Containerd {
     }
 
     fn spawn_and_wait(&mut self, append: bool) {
-        let exe = which("containerd").expect(
-            "this test needs Debian's `containerd` (apt-get install containerd runc); \
-             `sudo scripts/test` installs it",
-        );
+        let exe = containerd_tool("containerd");
         let out = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
@@ -70,6 +178,8 @@ impl Containerd {
         let child = Command::new(exe)
             .arg("--config")
             .arg(&self.config)
+            // containerd looks its shim (containerd-shim-runc-v2) up on PATH.
+            .env("PATH", path_with_containerd_dir(None))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

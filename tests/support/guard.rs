@@ -53,15 +53,29 @@ impl Guard {
         self
     }
 
+    /// The test's variables, and a PATH that starts with the selected containerd's
+    /// directory (`GUARD_TEST_CONTAINERD_DIR`): the guard runs `ctr images import` from
+    /// its PATH when it restores an archive, and must get that containerd's `ctr`.
+    fn apply_env(&self, cmd: &mut Command) {
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let chosen = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| std::ffi::OsStr::new(v.as_str()));
+        cmd.env("PATH", super::containerd::path_with_containerd_dir(chosen));
+    }
+
     /// Runs `guard <global args> <extra>`.
     pub fn run(&self, extra: &[&str]) -> Outcome {
         let mut cmd = Command::new(GUARD);
         cmd.args(&self.args).args(extra);
         // Never talk to a systemd that may be watching the test runner.
         cmd.env_remove("NOTIFY_SOCKET");
-        for (k, v) in &self.env {
-            cmd.env(k, v);
-        }
+        self.apply_env(&mut cmd);
         let command = format!("guard {} {}", self.args.join(" "), extra.join(" "));
         let start = Instant::now();
         let out = cmd
@@ -194,9 +208,7 @@ impl Guard {
         let stderr_path = dir.path().join("stderr");
         let mut cmd = Command::new(GUARD);
         cmd.args(&self.args).args(extra).env_remove("NOTIFY_SOCKET");
-        for (k, v) in &self.env {
-            cmd.env(k, v);
-        }
+        self.apply_env(&mut cmd);
         cmd.stdout(std::fs::File::create(&stdout_path).expect("stdout file"));
         cmd.stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
         let started = Instant::now();

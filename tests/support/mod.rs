@@ -50,7 +50,9 @@ pub mod runtime;
 pub mod temproot;
 pub mod workload;
 
-pub use containerd::Containerd;
+pub use containerd::{
+    containerd_major_minor, containerd_tool, containerd_version, Containerd, CONTAINERD_DIR_ENV,
+};
 pub use guard::{Guard, Outcome, Running};
 pub use locks::{flock_holders, flock_is_free, KillOnDrop};
 pub use mounts::{FsKind, Image, LoopDevice, LoopVolume, Mount};
@@ -68,7 +70,8 @@ pub const SKIP_MARKER: &str = "SKIPPED (needs root):";
 ///
 /// - As root: true, after checking that every tool in `tools` is there; a missing tool
 ///   fails the test (panics). `tools` are executables looked up on PATH (and in /sbin,
-///   /usr/sbin).
+///   /usr/sbin); containerd's own (`containerd`, `containerd-shim-runc-v2`, `ctr`) where
+///   [`containerd_tool`] finds them.
 /// - Not root: prints one line `SKIPPED (needs root): <test> — ...` on stderr and returns
 ///   false, so that a contributor's plain `cargo test` runs the unit tests and skips these.
 ///   With `GUARD_REQUIRE_ROOT_TESTS=1` (set by `scripts/test`) it fails instead: a skip
@@ -95,6 +98,10 @@ pub fn require_root(tools: &[&str]) -> bool {
         return false;
     }
     for tool in tools {
+        if containerd::CONTAINERD_TOOLS.contains(tool) {
+            containerd_tool(tool); // panics, naming where it looked
+            continue;
+        }
         assert!(
             which(tool).is_some(),
             "this test needs `{tool}` on PATH (or in /sbin, /usr/sbin); \
@@ -115,8 +122,16 @@ pub fn which(tool: &str) -> Option<PathBuf> {
 
 /// Runs a command to completion and panics with its output when it fails.
 pub fn run(program: &str, args: &[&str]) -> String {
-    let exe = which(program).unwrap_or_else(|| PathBuf::from(program));
-    let out = Command::new(&exe)
+    run_exe(
+        &which(program).unwrap_or_else(|| PathBuf::from(program)),
+        args,
+    )
+}
+
+/// As [`run`], for an executable given by its path (e.g. [`containerd_tool`]'s).
+pub fn run_exe(exe: &Path, args: &[&str]) -> String {
+    let program = exe.display();
+    let out = Command::new(exe)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));

@@ -4,7 +4,8 @@
 //! a small restart program invoked as an argument vector, standing in for `systemctl
 //! restart containerd`), and a CRI client to assert the kubelet's view (RunPodSandbox).
 
-use super::{poll_until, run, which, TempRoot};
+use super::containerd::{containerd_tool, path_with_containerd_dir};
+use super::{poll_until, run, run_exe, which, TempRoot};
 use containerd_guard::containerd::archive;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -369,7 +370,10 @@ fn alive(pid: i32) -> bool {
 impl Restartable {
     /// Writes the restart program (and a do-nothing one) and starts containerd with it.
     pub fn start(t: &TempRoot) -> Restartable {
-        let exe = which("containerd").expect("this test needs Debian's `containerd`");
+        let exe = containerd_tool("containerd");
+        // containerd finds its shim on PATH: the selected containerd's directory first,
+        // whoever runs this program (the guard, or the test as setup).
+        let path = path_with_containerd_dir(None);
         let dir = t.path().to_path_buf();
         let script = format!(
             "#!/bin/sh\n\
@@ -377,6 +381,8 @@ impl Restartable {
              # (by its PID file, bounded), start it again with the same arguments.\n\
              set -u\n\
              d='{dir}'\n\
+             PATH='{path}'\n\
+             export PATH\n\
              [ -n \"${{GUARD_TEST_SETUP:-}}\" ] || echo \"restart $(date +%s.%N)\" >> \"$d/restarts.log\"\n\
              if [ -s \"$d/containerd.pid\" ]; then\n\
                pid=$(cat \"$d/containerd.pid\")\n\
@@ -391,7 +397,8 @@ impl Restartable {
              echo $! > \"$d/containerd.pid\"\n",
             dir = dir.display(),
             exe = exe.display(),
-            cfg = t.containerd_config().display()
+            cfg = t.containerd_config().display(),
+            path = path.to_string_lossy()
         );
         for (name, body) in [
             ("restart-containerd", script.as_str()),
@@ -494,8 +501,8 @@ impl Restartable {
 
     /// Imports an archive into namespace k8s.io with `ctr` (test setup).
     pub fn ctr_import(&self, archive: &Path) {
-        run(
-            "ctr",
+        run_exe(
+            &containerd_tool("ctr"),
             &[
                 "--address",
                 self.socket.to_str().unwrap(),

@@ -97,11 +97,60 @@ impl TempRoot {
         self.path().join("guard.toml")
     }
 
-    /// Writes containerd's config.toml (version 2) with root, state, grpc.address and the
-    /// CRI settings this sandbox needs; `extra` is appended verbatim.
+    /// Writes containerd's config.toml for the selected containerd
+    /// ([`containerd_tool`](super::containerd_tool)): root, state, grpc.address and the CRI
+    /// settings this sandbox needs, with `sandbox_image` pinned when given. Version 2 for
+    /// containerd 1.x (`sandbox_image` and `restrict_oom_score_adj` in
+    /// `plugins."io.containerd.grpc.v1.cri"`), version 3 for 2.x (the sandbox image at
+    /// `plugins."io.containerd.cri.v1.images".pinned_images.sandbox`,
+    /// `restrict_oom_score_adj` in `plugins."io.containerd.cri.v1.runtime"`).
+    pub fn write_containerd_config_with(&self, sandbox_image: Option<&str>) -> PathBuf {
+        if containerd_config_version() == 3 {
+            let pin = sandbox_image
+                .map(|i| {
+                    format!("\n[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"{i}\"\n")
+                })
+                .unwrap_or_default();
+            let cri = format!(
+                "[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true\n{pin}"
+            );
+            self.write_containerd_config_text(3, &cri)
+        } else {
+            let line = sandbox_image
+                .map(|i| format!("  sandbox_image = \"{i}\"\n"))
+                .unwrap_or_default();
+            self.write_containerd_config_v2(&line)
+        }
+    }
+
+    /// Writes containerd's config.toml as version 2 with `extra` appended verbatim to the
+    /// `plugins."io.containerd.grpc.v1.cri"` table: for containerd 1.x only. On 2.x (config
+    /// version 3, other tables) a non-empty `extra` panics: use
+    /// [`TempRoot::write_containerd_config_with`].
     pub fn write_containerd_config(&self, extra: &str) -> PathBuf {
+        if containerd_config_version() == 3 {
+            assert!(
+                extra.trim().is_empty(),
+                "write_containerd_config({extra:?}): raw version-2 CRI settings cannot go into \
+                 containerd {}'s version-3 config; use write_containerd_config_with(..)",
+                super::containerd_version()
+            );
+            return self.write_containerd_config_with(None);
+        }
+        self.write_containerd_config_v2(extra)
+    }
+
+    fn write_containerd_config_v2(&self, extra: &str) -> PathBuf {
+        let cri = format!(
+            "[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n{extra}"
+        );
+        self.write_containerd_config_text(2, &cri)
+    }
+
+    /// The common part (version, root, state, sockets, log level, opt path) then `cri`.
+    pub fn write_containerd_config_text(&self, version: u32, cri: &str) -> PathBuf {
         let text = format!(
-            r#"version = 2
+            r#"version = {version}
 root = "{root}"
 state = "{state}"
 
@@ -117,9 +166,7 @@ state = "{state}"
 [plugins."io.containerd.internal.v1.opt"]
   path = "{opt}"
 
-[plugins."io.containerd.grpc.v1.cri"]
-  restrict_oom_score_adj = true
-{extra}
+{cri}
 "#,
             root = self.volume_path().display(),
             state = self.state_path().display(),
@@ -153,5 +200,17 @@ state = "{state}"
         let p = self.guard_config_path();
         std::fs::write(&p, text).expect("write guard config");
         p
+    }
+}
+
+/// The config version the selected containerd wants: 3 from containerd 2.0 on, else 2.
+/// Version 2 when no containerd can be found (a tree for a test that never starts one).
+pub fn containerd_config_version() -> u32 {
+    let findable =
+        super::containerd::containerd_dir().is_some() || super::which("containerd").is_some();
+    if findable && super::containerd_major_minor().0 >= 2 {
+        3
+    } else {
+        2
     }
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 /// Every containerd tool (`ctr`) this module runs comes from here: one place to point at
 /// another containerd build.
 pub fn ctr() -> PathBuf {
-    which("ctr").expect("this test needs `ctr` (apt-get install containerd)")
+    super::containerd::containerd_tool("ctr")
 }
 
 /// `ctr --address <socket> -n k8s.io <args>`, output returned whatever the exit status.
@@ -161,19 +161,29 @@ pub fn ctr_import(socket: &Path, image: &PauseImage, dir: &Path) {
 
 /// containerd's config for the hygiene tests: CRI on, sandbox image [`PAUSE_IMAGE`], runc
 /// v2 with the cgroupfs driver (`SystemdCgroup = false`, containerd's default) and runc's
-/// state root under the tree (not the host's `/run/containerd/runc`).
-pub fn hygiene_config(t: &TempRoot) -> String {
-    format!(
-        "  sandbox_image = \"{PAUSE_IMAGE}\"\n\
-         [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n\
-         \x20 default_runtime_name = \"runc\"\n\
-         [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n\
-         \x20 runtime_type = \"io.containerd.runc.v2\"\n\
-         [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n\
-         \x20 SystemdCgroup = false\n\
-         \x20 Root = \"{}\"\n",
+/// state root under the tree (not the host's `/run/containerd/runc`). Version 2 for
+/// containerd 1.x, version 3 (the CRI plugin split in two) for 2.x.
+pub fn write_hygiene_config(t: &TempRoot) -> PathBuf {
+    let (version, runtime, pin) = match super::temproot::containerd_config_version() {
+        3 => (
+            3,
+            "io.containerd.cri.v1.runtime",
+            format!("[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"{PAUSE_IMAGE}\"\n"),
+        ),
+        _ => (2, "io.containerd.grpc.v1.cri", String::new()),
+    };
+    let sandbox = match version {
+        3 => String::new(),
+        _ => format!("  sandbox_image = \"{PAUSE_IMAGE}\"\n"),
+    };
+    let cri = format!(
+        "[plugins.\"{runtime}\"]\n  restrict_oom_score_adj = true\n{sandbox}\
+         [plugins.\"{runtime}\".containerd]\n  default_runtime_name = \"runc\"\n\
+         [plugins.\"{runtime}\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n\
+         [plugins.\"{runtime}\".containerd.runtimes.runc.options]\n  SystemdCgroup = false\n  Root = \"{}\"\n{pin}",
         runc_root(t).display()
-    )
+    );
+    t.write_containerd_config_text(version, &cri)
 }
 
 /// runc's state root for the hygiene node's containers (`<t>/run/runc`).
@@ -192,7 +202,7 @@ pub struct HygieneNode {
 impl HygieneNode {
     pub fn start() -> HygieneNode {
         let t = TempRoot::new();
-        t.write_containerd_config(&hygiene_config(&t));
+        write_hygiene_config(&t);
         std::fs::create_dir_all(t.volume_path()).unwrap();
         std::fs::create_dir_all(runc_root(&t)).unwrap();
         std::fs::create_dir_all(t.path().join("host")).unwrap();
