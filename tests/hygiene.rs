@@ -44,6 +44,20 @@ fn guard_config(n: &HygieneNode, extra: &str) -> PathBuf {
     n.t.write_guard_config("", extra)
 }
 
+/// With `GUARD_TEST_SHOW=1`, prints what an operator would see (the table) for the
+/// replays in docs/incidents.md. Changes nothing the test asserts.
+fn show(cfg: &Path, args: &[&str]) {
+    if std::env::var_os("GUARD_TEST_SHOW").is_some() {
+        let out = Guard::with_config(cfg).run(args);
+        eprintln!(
+            "$ guard {}  # exit {}\n{}",
+            args.join(" "),
+            out.code,
+            out.stdout
+        );
+    }
+}
+
 fn guard(cfg: &Path, args: &[&str]) -> Outcome {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
@@ -92,6 +106,7 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
     let task = make_leaked_task(&leaky, &cid);
     let containerd_pid = n.ctrd.pid();
 
+    show(&cfg, &["verify"]);
     let verify = guard(&cfg, &["verify"]);
     verify.expect(1, "runtime.leaked-tasks", "fail").mentions(
         "runtime.leaked-tasks",
@@ -113,7 +128,9 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
         Some("STOPPED".into())
     );
 
+    show(&cfg, &["hygiene", "--dry-run"]);
     let repair = guard(&cfg, &["hygiene"]);
+    show(&cfg, &["status"]);
     repair
         .expect(0, "remedy.delete-task", "pass")
         .expect(0, "runtime.leaked-tasks", "pass");
@@ -149,6 +166,7 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
         "the orphan holds it"
     );
 
+    show(&cfg, &["verify"]);
     let verify = guard(&cfg, &["verify"]);
     verify.expect(1, "runtime.orphans", "fail").mentions(
         "runtime.orphans",
@@ -174,7 +192,9 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
         "a dry run kills nothing"
     );
 
+    show(&cfg, &["verify", "--repair", "--dry-run"]);
     let repair = guard(&cfg, &["hygiene"]);
+    show(&cfg, &["status"]);
     repair
         .expect(0, "remedy.reap-orphans", "pass")
         .expect(0, "runtime.orphans", "pass");

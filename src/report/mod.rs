@@ -143,7 +143,9 @@ impl Report {
                 f.summary,
                 width = width
             );
-            if matches!(f.status, Status::Fail | Status::Warn) {
+            // Evidence wherever something is not plainly fine: a skip that carries evidence
+            // is a dry run's list of actions, or why a check could not run.
+            if f.status != Status::Pass {
                 for e in &f.evidence {
                     let _ = writeln!(out, "      {:<width$}  seen: {e}", "", width = width);
                 }

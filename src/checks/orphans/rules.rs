@@ -84,8 +84,8 @@ fn describe(f: &OrphanFacts, p: &PodProcess) -> String {
         None => format!("pod uid {}", p.cgroup.pod_uid),
     };
     let mut text = format!(
-        "pid {} ({}) ppid {} age {}s, container {} of {pod}, cgroup {}",
-        p.info.pid, p.info.cmdline, p.info.ppid, p.age_secs, p.cgroup.container_id, p.cgroup.path
+        "pid {} ({}) ppid {} age {}s, {pod}, cgroup {}",
+        p.info.pid, p.info.cmdline, p.info.ppid, p.age_secs, p.cgroup.path
     );
     if !p.locks.is_empty() {
         text.push_str(&format!("; holds locks on {}", p.locks.join(", ")));

@@ -281,7 +281,7 @@ impl World for Node<'_> {
         let started = Instant::now();
         let killed = crate::host::cgroup::kill_cgroup(host, cgroup, &still_ours, REAP_WAIT)?;
         Ok(format!(
-            "killed cgroup {cgroup} (pids {killed:?}) in {} ms",
+            "killed pids {killed:?} and removed the cgroup in {} ms",
             started.elapsed().as_millis()
         ))
     }
