@@ -11,10 +11,12 @@
 #   protobuf-compiler      - protoc for the phase-2 gRPC code generation
 #   time                   - /usr/bin/time for peak RSS in scripts/bench-volume
 #   gcc libc6-dev          - a static pause binary for the locally built sandbox image
+#   prometheus-node-exporter prometheus - the metrics as Prometheus scrapes them, promtool
 #   ShellCheck             - the package `shellcheck`: lints every shell script (scripts/test)
 # shellcheck disable=SC2034 # used by scripts/test, which sources this file
 TEST_PACKAGES=(containerd runc e2fsprogs xfsprogs btrfs-progs fdisk util-linux
-    docker-registry protobuf-compiler time gcc libc6-dev shellcheck)
+    docker-registry protobuf-compiler time gcc libc6-dev shellcheck
+    prometheus-node-exporter prometheus)
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -36,10 +38,19 @@ ensure_packages() {
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq || die "apt-get update failed"
-    # policy-rc.d-less installs may try to start containerd's service; that is harmless
-    # (the tests use their own containerd on temp paths) and absent without systemd.
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-        die "apt-get install ${missing[*]} failed"
+    # Packages are installed, never started: containerd, node_exporter and prometheus
+    # would otherwise start their services (init scripts without systemd) and listen on
+    # every interface. The tests start their own, on temp paths and 127.0.0.1.
+    local policy=/usr/sbin/policy-rc.d ours=
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# scripts/lib.sh: no service starts during the test install\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
+        ours=yes
+    fi
+    local rc=0
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+    [ -z "$ours" ] || rm -f "$policy"
+    [ $rc -eq 0 ] || die "apt-get install ${missing[*]} failed"
 }
 
 # Finds cargo: on PATH, else in root's or the sudo user's ~/.cargo (sudo resets PATH).

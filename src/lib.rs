@@ -21,6 +21,8 @@ pub mod cli;
 pub mod config;
 pub mod containerd;
 pub mod host;
+pub mod journal;
+pub mod metrics;
 pub mod notify;
 pub mod phases;
 pub mod remedies;

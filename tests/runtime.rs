@@ -968,3 +968,164 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
     assert!(flock_holders(&lock_file).is_empty(), "released at exit");
     n.kubelet_can_start_a_pod();
 }
+
+/// `guard verify --npd` with its timeout; returns (exit code, stdout, elapsed).
+fn npd(cfg: &Path, timeout: &str) -> Outcome {
+    Guard::with_config(cfg).run(&["verify", "--npd", "--timeout", timeout])
+}
+
+#[test]
+fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s17", dead_port()));
+    n.import_image();
+    let textfile = n.t.path().join("prom/containerd-guard.prom");
+    std::fs::create_dir_all(textfile.parent().unwrap()).unwrap();
+    let extra = format!(
+        "[sandbox]\npull = false\n[metrics]\ntextfile = \"{}\"\n",
+        textfile.display()
+    );
+    let cfg = n.config(&n.ctrd.restart_program(), &extra);
+
+    let ok = npd(&cfg, "3s");
+    assert_eq!(ok.code, 0, "{}", ok.dump());
+    assert_eq!(ok.stdout.lines().count(), 1, "{}", ok.dump());
+    assert!(ok.stdout.trim_end().len() <= 80, "{}", ok.dump());
+
+    // containerd hangs: stopped, its socket still accepts connections.
+    let pid = nix::unistd::Pid::from_raw(n.ctrd.pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let hung = npd(&cfg, "3s");
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert_eq!(hung.code, 1, "{}", hung.dump());
+    assert!(
+        hung.stdout
+            .starts_with("runtime.answers: containerd does not answer"),
+        "{}",
+        hung.dump()
+    );
+    assert!(hung.stdout.trim_end().len() <= 80, "{}", hung.dump());
+    assert!(
+        hung.elapsed < Duration::from_millis(3500),
+        "answered after {:?}",
+        hung.elapsed
+    );
+
+    // The guard itself cannot decide: Unknown.
+    let bad = n.t.path().join("bad.toml");
+    std::fs::write(&bad, "[volume]\nwiat = \"90s\"\n").unwrap();
+    let unknown = npd(&bad, "3s");
+    assert_eq!(unknown.code, 2, "{}", unknown.dump());
+    assert!(
+        unknown.stdout.starts_with("guard: configuration error"),
+        "{}",
+        unknown.dump()
+    );
+
+    assert!(!textfile.exists(), "--npd writes no metrics");
+    assert!(!n.state_file().exists(), "--npd writes no state");
+}
+
+#[test]
+fn s18_metrics_reach_prometheus_through_node_exporter() {
+    if !require_root(&["prometheus-node-exporter", "promtool"]) || !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s18", dead_port()));
+    let dir = n.t.path().join("textfile");
+    std::fs::create_dir_all(&dir).unwrap();
+    let textfile = dir.join("containerd-guard.prom");
+    let extra = format!(
+        "[sandbox]\npull = false\n[remediation]\nrestart_budget = 1\n[metrics]\ntextfile = \"{}\"\n",
+        textfile.display()
+    );
+    let cfg = n.config(&n.ctrd.restart_program(), &extra);
+    let exporter = NodeExporter::start(&dir);
+
+    // A stale containerd seen by a read-only verify.
+    Guard::with_config(&cfg).run(&["verify"]);
+    let scraped = exporter.scrape();
+    for line in [
+        "containerd_guard_usable 0",
+        "containerd_guard_check{id=\"runtime.stale\",status=\"fail\"} 1",
+        "containerd_guard_restarts_total 0",
+    ] {
+        assert!(
+            scraped.lines().any(|l| l == line),
+            "no {line:?} in\n{scraped}"
+        );
+    }
+    promtool_check(&textfile);
+
+    // guard runtime repairs it: usable, one restart, the stale series now pass; the
+    // verify's run series persists beside the runtime's.
+    runtime(&cfg).expect(0, "remedy.restart", "pass");
+    let scraped = exporter.scrape();
+    for line in [
+        "containerd_guard_usable 1",
+        "containerd_guard_terminal 0",
+        "containerd_guard_check{id=\"runtime.stale\",status=\"pass\"} 1",
+        "containerd_guard_restarts_total 1",
+        "containerd_guard_remedies_total{kind=\"restart\",outcome=\"ok\"} 1",
+    ] {
+        assert!(
+            scraped.lines().any(|l| l == line),
+            "no {line:?} in\n{scraped}"
+        );
+    }
+    for command in ["verify", "runtime"] {
+        let series =
+            format!("containerd_guard_last_run_timestamp_seconds{{command=\"{command}\"}}");
+        assert!(scraped.contains(&series), "no {series} in\n{scraped}");
+    }
+    assert!(
+        scraped.contains("containerd_guard_build_info{version=\""),
+        "{scraped}"
+    );
+    promtool_check(&textfile);
+
+    // Stale again with the budget spent: terminal.
+    n.ctrd.stop();
+    let mut vol = n.vol;
+    drop(vol.mount.take());
+    n.ctrd.restart_by_hand();
+    vol.mount = Some(vol.device.mount(&n.t.volume_path(), ""));
+    let out = runtime(&cfg);
+    assert_eq!(out.code, 4, "{}", out.dump());
+    let scraped = exporter.scrape();
+    assert!(
+        scraped.lines().any(|l| l == "containerd_guard_terminal 1"),
+        "{scraped}"
+    );
+    promtool_check(&textfile);
+
+    // A metrics write that fails is a warning, never a change of the verdict.
+    std::fs::remove_file(&textfile).unwrap();
+    std::fs::remove_dir(&dir).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    assert_eq!(v.status("metrics.textfile"), "warn", "{}", v.dump());
+    assert_eq!(
+        v.code,
+        1,
+        "the verdict is the checks' (stale): {}",
+        v.dump()
+    );
+}
+
+fn promtool_check(textfile: &Path) {
+    let out = std::process::Command::new(which("promtool").unwrap())
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(textfile).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics {}:\n{}{}",
+        textfile.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

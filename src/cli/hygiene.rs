@@ -21,7 +21,7 @@ pub fn run(ctx: &Context, dry_run: bool) -> Exit {
         "guard hygiene"
     };
     match crate::phases::run_runtime(ctx, &cd, mode, command) {
-        Ok(gate) => super::finish(ctx, &Report::new(gate.findings)),
+        Ok(gate) => super::finish(ctx, Report::new(gate.findings)),
         Err(e) => super::internal_error(&e),
     }
 }

@@ -100,6 +100,13 @@ pub enum Command {
         /// cgroup Y with pids ...) and change nothing.
         #[arg(long, requires = "repair")]
         dry_run: bool,
+        /// Node Problem Detector custom-plugin mode: read-only, one line of at most 80
+        /// bytes (the worst finding), exit 0 OK, 1 NonOK, 2 Unknown; nothing to the journal.
+        #[arg(long, conflicts_with = "repair")]
+        npd: bool,
+        /// With --npd: answer within this long even when containerd hangs.
+        #[arg(long, requires = "npd", default_value = "3s", value_parser = duration_arg)]
+        timeout: std::time::Duration,
     },
     /// Phase 2, kubelet's gate: hold until containerd can start a pod, repairing within the
     /// restart budget; fail so kubelet does not start.
@@ -128,6 +135,31 @@ pub struct Context {
     pub host: Host,
     pub loaded: Loaded,
     pub json: bool,
+    /// The subcommand's name, for metrics and the journal (`volume`, `runtime`, ...).
+    pub command: &'static str,
+    /// NPD mode: nothing is written anywhere (journal, metrics, state).
+    pub npd: bool,
+    pub started: std::time::Instant,
+}
+
+fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    crate::config::units::parse_duration(text)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{text:?} is not a duration such as \"3s\" or \"500ms\""))
+}
+
+impl Command {
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Volume => "volume",
+            Command::Verify { .. } => "verify",
+            Command::Runtime { .. } => "runtime",
+            Command::Hygiene { .. } => "hygiene",
+            Command::Status => "status",
+            Command::Reset => "reset",
+            Command::Config => "config",
+        }
+    }
 }
 
 pub fn main() -> i32 {
@@ -142,23 +174,33 @@ pub fn main() -> i32 {
             };
         }
     };
-    init_logging(cli.verbose);
+    let npd = matches!(cli.command, Command::Verify { npd: true, .. });
+    // NPD reads one line on stdout; the guard's own log stays out of its way.
+    init_logging(if npd { 0 } else { cli.verbose + 1 });
     let host = Host::at(&cli.root).with_sysroot(&cli.sysroot);
     let loaded = match crate::config::load(&host, cli.config.as_deref()) {
         Ok(loaded) => loaded,
+        Err(e) if npd => return verify::npd_unknown(&format!("configuration error: {e}")),
         Err(e) => return config_error(&e),
     };
     let ctx = Context {
         host,
         loaded,
         json: cli.json,
+        command: cli.command.name(),
+        npd,
+        started: std::time::Instant::now(),
     };
     let exit = match cli.command {
         Command::Volume => volume::run(&ctx),
         Command::Verify {
+            npd: true, timeout, ..
+        } => return verify::npd(&ctx, timeout),
+        Command::Verify {
             repair,
             force,
             dry_run,
+            ..
         } => verify::run(&ctx, repair, force, dry_run),
         Command::Hygiene { dry_run } => hygiene::run(&ctx, dry_run),
         Command::Runtime { force } => runtime::run(&ctx, force),
@@ -200,24 +242,35 @@ pub(crate) fn config_error(e: &ConfigError) -> i32 {
     Exit::Config as i32
 }
 
-/// Prints a report in the requested form and maps its verdict to an exit code.
-pub(crate) fn finish(ctx: &Context, report: &Report) -> Exit {
+/// Prints a report in the requested form and maps its verdict to an exit code. On the way
+/// the report goes to the journal and the metrics file (a metrics failure is a warning in
+/// the report, never a change of the verdict).
+pub(crate) fn finish(ctx: &Context, mut report: Report) -> Exit {
+    let verdict = report.verdict();
+    if !ctx.npd {
+        if let Err(warning) = crate::phases::publish_metrics(ctx, &report) {
+            report.findings.push(warning);
+        }
+        crate::journal::record(&report, &format!("guard {}", ctx.command));
+    }
     if ctx.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_table());
     }
-    match report.verdict() {
+    match verdict {
         Verdict::Usable => Exit::Usable,
         Verdict::Unusable => Exit::CheckFailed,
     }
 }
 
-/// Logs go to stderr without timestamps or colour: journald adds its own.
-fn init_logging(verbose: u8) {
-    let level = match verbose {
-        0 => tracing::Level::INFO,
-        1 => tracing::Level::DEBUG,
+/// Logs go to stderr without timestamps or colour: journald adds its own. `level` 0 is
+/// errors only (NPD mode), 1 the default, 2 and more `-v`, `-vv`.
+fn init_logging(level: u8) {
+    let level = match level {
+        0 => tracing::Level::ERROR,
+        1 => tracing::Level::INFO,
+        2 => tracing::Level::DEBUG,
         _ => tracing::Level::TRACE,
     };
     let _ = tracing_subscriber::fmt()

@@ -22,7 +22,7 @@ pub fn run(ctx: &Context, force: bool) -> Exit {
 }
 
 pub(crate) fn finish(ctx: &Context, report: Report, end: End) -> Exit {
-    let exit = super::finish(ctx, &report);
+    let exit = super::finish(ctx, report);
     match end {
         End::Terminal => {
             eprintln!(

@@ -3,6 +3,9 @@
 
 use super::{Context, Exit};
 use crate::phases::runtime::Mode;
+use crate::report::Report;
+use crate::state::{RuntimeFile, StateDir};
+use std::time::Duration;
 
 pub fn run(ctx: &Context, repair: bool, force: bool, dry_run: bool) -> Exit {
     let cd = match super::containerd_config(ctx) {
@@ -18,5 +21,88 @@ pub fn run(ctx: &Context, repair: bool, force: bool, dry_run: bool) -> Exit {
     match crate::phases::verify::run(ctx, &cd, mode) {
         Ok((report, end)) => super::runtime::finish(ctx, report, end),
         Err(e) => super::internal_error(&e),
+    }
+}
+
+/// NPD's exit codes (custom plugin protocol): OK, NonOK, Unknown.
+const NPD_OK: i32 = 0;
+const NPD_NON_OK: i32 = 1;
+const NPD_UNKNOWN: i32 = 2;
+/// NPD's default `max_output_length`.
+const NPD_MAX_OUTPUT: usize = 80;
+
+/// `guard verify --npd`: one read-only look, bounded by `timeout`, answered as NPD's
+/// custom plugins answer. Writes nothing (no journal, no metrics, no state).
+pub fn npd(ctx: &Context, timeout: Duration) -> i32 {
+    let cd = match crate::phases::containerd_config(ctx) {
+        Ok(c) => c,
+        Err(e) => return npd_unknown(&format!("configuration error: {e}")),
+    };
+    let mode = Mode {
+        deadline: Some(timeout),
+        ..Mode::VERIFY
+    };
+    match crate::phases::verify::run(ctx, &cd, mode) {
+        Ok((report, _)) => npd_answer(ctx, &report),
+        Err(e) => npd_unknown(&e),
+    }
+}
+
+fn npd_answer(ctx: &Context, report: &Report) -> i32 {
+    if let Some(reason) = terminal(ctx) {
+        println!(
+            "{}",
+            one_line(&format!("remedy.budget: TERMINAL: {reason}"))
+        );
+        return NPD_NON_OK;
+    }
+    match report.failures().next() {
+        Some(f) => {
+            println!("{}", one_line(&format!("{}: {}", f.id, f.summary)));
+            NPD_NON_OK
+        }
+        None => {
+            println!("containerd-guard: the container runtime is usable");
+            NPD_OK
+        }
+    }
+}
+
+/// The guard could not decide (bad config, internal error): NPD's Unknown.
+pub fn npd_unknown(why: &str) -> i32 {
+    println!("{}", one_line(&format!("guard: {why}")));
+    NPD_UNKNOWN
+}
+
+/// This boot's terminal reason, read without the lock.
+fn terminal(ctx: &Context) -> Option<String> {
+    let dir = StateDir::open(&ctx.host, &ctx.loaded.settings.state_dir).ok()?;
+    match dir.read_runtime() {
+        RuntimeFile::Current(s) => s.terminal.map(|t| t.reason),
+        _ => None,
+    }
+}
+
+/// At most [`NPD_MAX_OUTPUT`] bytes on one line, cut at a character boundary.
+fn one_line(text: &str) -> String {
+    let flat = text.replace('\n', " ");
+    let mut end = flat.len().min(NPD_MAX_OUTPUT);
+    while !flat.is_char_boundary(end) {
+        end -= 1;
+    }
+    flat[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn npd_output_is_one_line_of_at_most_80_bytes() {
+        let long = format!("runtime.stale: {}\nsecond line", "é".repeat(60));
+        let line = one_line(&long);
+        assert!(line.len() <= 80 && !line.contains('\n'), "{line:?}");
+        assert!(line.starts_with("runtime.stale: é"));
+        assert_eq!(one_line("short"), "short");
     }
 }

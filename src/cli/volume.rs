@@ -8,7 +8,6 @@ pub fn run(ctx: &Context) -> Exit {
         Err(exit) => return exit,
     };
     let report = crate::phases::volume::run(ctx, &cd);
-    let exit = super::finish(ctx, &report);
     crate::notify::status(&crate::phases::volume::summary_line(&report));
-    exit
+    super::finish(ctx, report)
 }

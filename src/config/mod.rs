@@ -11,8 +11,8 @@ pub mod units;
 
 pub use fragments::find_fragments;
 pub use schema::{
-    ContainerdSettings, DeviceSpec, HoldSettings, OrphanSettings, RemediationSettings,
-    SandboxSettings, Settings, VolumeSettings,
+    ContainerdSettings, DeviceSpec, HoldSettings, MetricsSettings, OrphanSettings,
+    RemediationSettings, SandboxSettings, Settings, VolumeSettings,
 };
 
 use crate::host::Host;

@@ -59,6 +59,7 @@ pub struct Settings {
     pub remediation: RemediationSettings,
     pub hold: HoldSettings,
     pub orphans: OrphanSettings,
+    pub metrics: MetricsSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +123,15 @@ pub struct OrphanSettings {
     pub reap: bool,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// node_exporter's textfile collector file; `None` (`textfile = ""`) disables.
+    pub textfile: Option<PathBuf>,
+}
+
+/// Debian's `prometheus-node-exporter` reads `*.prom` files from this directory.
+pub const DEFAULT_TEXTFILE: &str = "/var/lib/prometheus/node-exporter/containerd-guard.prom";
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -160,6 +170,9 @@ impl Default for Settings {
                 require_network: false,
             },
             orphans: OrphanSettings { reap: true },
+            metrics: MetricsSettings {
+                textfile: Some(PathBuf::from(DEFAULT_TEXTFILE)),
+            },
         }
     }
 }
@@ -191,6 +204,7 @@ const KEYS: &[&str] = &[
     "hold.timeout",
     "hold.require_network",
     "orphans.reap",
+    "metrics.textfile",
 ];
 
 /// Applies one fragment on top of `settings`; returns the dotted keys it set.
@@ -281,6 +295,7 @@ fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
         "hold.timeout" => s.hold.timeout = duration(&k, v)?,
         "hold.require_network" => s.hold.require_network = boolean(&k, v)?,
         "orphans.reap" => s.orphans.reap = boolean(&k, v)?,
+        "metrics.textfile" => s.metrics.textfile = optional_path(&k, v)?,
         _ => {
             return Err((
                 k,
@@ -336,6 +351,11 @@ pub fn render(s: &Settings) -> Vec<(String, String)> {
         q(&format_duration(s.hold.timeout)),
         s.hold.require_network.to_string(),
         s.orphans.reap.to_string(),
+        q(&s.metrics
+            .textfile
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()),
     ];
     KEYS.iter().map(|k| k.to_string()).zip(values).collect()
 }
@@ -373,6 +393,14 @@ fn abs_path(key: &str, v: &Value) -> Result<PathBuf, Problem> {
         return Err((key.to_string(), format!("{text:?} is not an absolute path")));
     }
     Ok(PathBuf::from(text))
+}
+
+/// An absolute path, or `""` for none (a feature turned off).
+fn optional_path(key: &str, v: &Value) -> Result<Option<PathBuf>, Problem> {
+    match v.as_str() {
+        Some("") => Ok(None),
+        _ => abs_path(key, v).map(Some),
+    }
 }
 
 fn strings(key: &str, v: &Value) -> Result<Vec<String>, Problem> {

@@ -32,5 +32,61 @@ pub fn run_runtime(
         .map_err(|e| format!("cannot start the guard's I/O runtime: {e}"))?;
     let settings = &ctx.loaded.settings;
     let mut node = runtime::Node::new(&ctx.host, settings, cd);
-    Ok(rt.block_on(runtime::run(&mut node, settings, mode, command)))
+    let gate = runtime::run(&mut node, settings, mode, command);
+    let Some(deadline) = mode.deadline else {
+        return Ok(rt.block_on(gate));
+    };
+    // A hung containerd (stopped with SIGSTOP) accepts connections and never answers:
+    // the deadline covers the whole run, not only each call.
+    let left = deadline.saturating_sub(ctx.started.elapsed());
+    Ok(rt.block_on(async {
+        match tokio::time::timeout(left, gate).await {
+            Ok(gate) => gate,
+            Err(_) => runtime::Gate::timed_out(deadline),
+        }
+    }))
+}
+
+/// Rewrites the Prometheus textfile (`[metrics] textfile`) after a command. The default
+/// path is written only when its directory exists (node_exporter is installed); a path an
+/// operator configured must be writable. Errors come back as the warning to report.
+pub fn publish_metrics(
+    ctx: &Context,
+    report: &crate::report::Report,
+) -> Result<(), crate::report::Finding> {
+    use crate::config::Source;
+    use crate::report::{Finding, Id};
+    let settings = &ctx.loaded.settings;
+    if !matches!(ctx.command, "volume" | "runtime" | "verify" | "hygiene") {
+        return Ok(());
+    }
+    let Some(textfile) = &settings.metrics.textfile else {
+        return Ok(());
+    };
+    let path = ctx.host.path(textfile);
+    let dir_missing = !path.parent().is_some_and(|d| d.is_dir());
+    if dir_missing && *ctx.loaded.source_of("metrics.textfile") == Source::Default {
+        return Ok(());
+    }
+    let warn = |e: String| {
+        Finding::warn(Id::MetricsTextfile, "the metrics textfile was not written")
+            .evidence(e)
+            .remedy("make the directory writable for root, or set [metrics] textfile = \"\" to turn metrics off")
+    };
+    let state = crate::state::StateDir::open(&ctx.host, &settings.state_dir).map_err(warn)?;
+    let mut kept = state.read_metrics();
+    let run = crate::metrics::Run {
+        unix: crate::state::unix_now(),
+        seconds: ctx.started.elapsed().as_secs_f64(),
+    };
+    kept.update(ctx.command, report, run);
+    let saved = state.save_metrics(&kept);
+    let runtime = match state.read_runtime() {
+        crate::state::RuntimeFile::Current(s) => Some(s),
+        _ => None,
+    };
+    let text = crate::metrics::render(&kept, runtime.as_ref(), env!("CARGO_PKG_VERSION"));
+    crate::state::write_atomic(&path, text.as_bytes())
+        .map_err(|e| warn(format!("{}: {e}", path.display())))?;
+    saved.map_err(warn)
 }

@@ -55,6 +55,7 @@ ids! {
     RemedyBudget => "remedy.budget",
     RemedyDeleteTask => "remedy.delete-task",
     RemedyReapOrphans => "remedy.reap-orphans",
+    MetricsTextfile => "metrics.textfile",
 }
 
 impl std::fmt::Display for Id {

@@ -11,6 +11,7 @@
 //!   A file that does not parse is kept as `runtime.json.corrupt` and means "no restart
 //!   budget this boot", never "fresh".
 //! - `runtime.status`: one human line for people and monitoring.
+//! - `metrics.json`: what the Prometheus textfile is rebuilt from ([`crate::metrics`]).
 //! - `repair.lock`: the repair lock.
 //!
 //! Writes are atomic (temp file, fsync, rename, fsync of the directory): a reader never
@@ -32,6 +33,7 @@ pub const VOLUME_MARKER: &str = "volume.ok";
 pub const VOLUME_RECORD: &str = "volume.json";
 pub const STATE_FILE: &str = "runtime.json";
 pub const STATUS_FILE: &str = "runtime.status";
+pub const METRICS_FILE: &str = "metrics.json";
 
 /// What `runtime.json` holds right now, read without changing anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +164,20 @@ impl StateDir {
             Verdict::Unusable => self.remove(VOLUME_MARKER).map(|_| ()),
         };
         written.and(marker)
+    }
+
+    /// What the metrics keep between commands; empty when unreadable (the metrics are a
+    /// view, never a reason to fail).
+    pub fn read_metrics(&self) -> crate::metrics::Kept {
+        std::fs::read(self.dir.join(METRICS_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_slice(&t).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn save_metrics(&self, kept: &crate::metrics::Kept) -> Result<(), String> {
+        let text = serde_json::to_vec_pretty(kept).map_err(|e| e.to_string())?;
+        self.write(METRICS_FILE, &text)
     }
 
     /// `guard reset`: forget this boot's budget and terminal state. True if anything was

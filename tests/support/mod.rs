@@ -41,6 +41,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod containerd;
+pub mod exporter;
 pub mod guard;
 pub mod hygiene;
 pub mod locks;
@@ -53,6 +54,7 @@ pub mod workload;
 pub use containerd::{
     containerd_major_minor, containerd_tool, containerd_version, Containerd, CONTAINERD_DIR_ENV,
 };
+pub use exporter::NodeExporter;
 pub use guard::{Guard, Outcome, Running};
 pub use locks::{flock_holders, flock_is_free, KillOnDrop};
 pub use mounts::{FsKind, Image, LoopDevice, LoopVolume, Mount};

@@ -190,7 +190,7 @@ pub struct Registry {
     _dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

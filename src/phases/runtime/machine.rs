@@ -459,7 +459,8 @@ impl<'a, W: World> Machine<'a, W> {
                     "fix the volume (`guard status` says how), then `systemctl start containerd`",
                 ),
             );
-            self.record("containerd", "restart", "refused: phase 1 failed this boot");
+            // Not a restart: the budget counts only `restart` records.
+            self.record("containerd", "refused-restart", "phase 1 failed this boot");
             return Step::Finish(End::Unusable);
         }
         let now = self.w.now();

@@ -43,6 +43,8 @@ pub struct Mode {
     /// Everything, or only the hygiene families (`guard hygiene`: never a restart, never
     /// the volume or images).
     pub scope: Scope,
+    /// The whole run ends by then, answer or not (`guard verify --npd --timeout`).
+    pub deadline: Option<std::time::Duration>,
 }
 
 impl Mode {
@@ -53,6 +55,7 @@ impl Mode {
         force: false,
         dry_run: false,
         scope: Scope::Full,
+        deadline: None,
     };
     /// `guard verify`: one read-only look.
     pub const VERIFY: Mode = Mode {
@@ -61,6 +64,7 @@ impl Mode {
         force: false,
         dry_run: false,
         scope: Scope::Full,
+        deadline: None,
     };
     /// `guard hygiene`: leaked tasks and orphans only.
     pub const HYGIENE: Mode = Mode {
@@ -69,6 +73,7 @@ impl Mode {
         force: false,
         dry_run: false,
         scope: Scope::Hygiene,
+        deadline: None,
     };
 
     /// Whether this run changes anything (and so takes the repair lock).
@@ -99,4 +104,19 @@ impl End {
 pub struct Gate {
     pub findings: Vec<crate::report::Finding>,
     pub end: End,
+}
+
+impl Gate {
+    /// A run cut off by its deadline: containerd did not answer in time.
+    pub fn timed_out(deadline: std::time::Duration) -> Gate {
+        use crate::report::{Finding, Id};
+        let took = crate::config::units::format_duration(deadline);
+        let finding = Finding::fail(Id::RuntimeAnswers, format!("containerd does not answer within {took}"))
+            .evidence("the socket accepts connections but no call completed: containerd hangs (stopped?)")
+            .remedy("check `journalctl -u containerd` and the process state (`ps -o stat -p $(pidof containerd)`)");
+        Gate {
+            findings: vec![finding],
+            end: End::Unusable,
+        }
+    }
 }

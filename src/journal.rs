@@ -1,0 +1,80 @@
+//! Findings to the systemd journal with structured fields, so that
+//! `journalctl GUARD_FINDING=runtime.stale` finds every occurrence across boots:
+//! `GUARD_FINDING=<id>`, `GUARD_STATUS=<status>`, `GUARD_COMMAND=<command>` and a stable
+//! `MESSAGE_ID` per status. Only findings that are not `pass`; only when journald listens;
+//! never in `--npd` mode (NPD records conditions itself, every 30 s). Failures to log are
+//! ignored: the exit code already tells.
+
+use crate::report::{Finding, Report, Status};
+use libsystemd::logging::{journal_send, Priority};
+
+/// One MESSAGE_ID per status (`journalctl MESSAGE_ID=...` lists every failure).
+pub fn message_id(status: Status) -> &'static str {
+    match status {
+        Status::Fail => "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e1",
+        Status::Warn => "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e2",
+        Status::Skip => "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e3",
+        Status::Pass => "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e4",
+    }
+}
+
+fn priority(status: Status) -> Priority {
+    match status {
+        Status::Fail => Priority::Error,
+        Status::Warn => Priority::Warning,
+        Status::Skip | Status::Pass => Priority::Info,
+    }
+}
+
+/// The structured fields of one finding (also what tests check).
+pub fn fields(f: &Finding, command: &str) -> Vec<(&'static str, String)> {
+    let mut out = vec![
+        ("GUARD_FINDING", f.id.as_str().to_string()),
+        ("GUARD_STATUS", format!("{:?}", f.status).to_lowercase()),
+        ("GUARD_COMMAND", command.to_string()),
+        ("MESSAGE_ID", message_id(f.status).to_string()),
+        ("SYSLOG_IDENTIFIER", "containerd-guard".to_string()),
+    ];
+    if !f.evidence.is_empty() {
+        out.push(("GUARD_EVIDENCE", f.evidence.join("\n")));
+    }
+    if !f.remedy.is_empty() {
+        out.push(("GUARD_REMEDY", f.remedy.clone()));
+    }
+    out
+}
+
+pub fn record(report: &Report, command: &str) {
+    if !std::path::Path::new(libsystemd::logging::SD_JOURNAL_SOCK_PATH).exists() {
+        return;
+    }
+    for f in report.findings.iter().filter(|f| f.status != Status::Pass) {
+        let msg = format!("{}: {}", f.id, f.summary);
+        let fields = fields(f, command);
+        let vars = fields.iter().map(|(k, v)| (*k, v.as_str()));
+        let _ = journal_send(priority(f.status), &msg, vars);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Id;
+
+    #[test]
+    fn every_status_has_its_own_stable_message_id_and_fields_name_the_finding() {
+        let ids: std::collections::BTreeSet<_> =
+            [Status::Fail, Status::Warn, Status::Skip, Status::Pass]
+                .map(message_id)
+                .into();
+        assert_eq!(ids.len(), 4);
+        let f = Finding::fail(Id::RuntimeStale, "stale")
+            .evidence("fd 3")
+            .remedy("restart");
+        let got = fields(&f, "guard verify");
+        assert!(got.contains(&("GUARD_FINDING", "runtime.stale".into())));
+        assert!(got.contains(&("GUARD_STATUS", "fail".into())));
+        assert!(got.contains(&("MESSAGE_ID", message_id(Status::Fail).into())));
+        assert!(got.contains(&("GUARD_EVIDENCE", "fd 3".into())));
+    }
+}

@@ -1,0 +1,276 @@
+//! Prometheus metrics through node_exporter's textfile collector: one file for every
+//! command, rewritten whole (atomically, no timestamps) by each `guard volume`, `runtime`,
+//! `verify` and `hygiene` from what the guard keeps in `state_dir`, so the series of
+//! earlier commands persist. A failed write is a warning in the report, never a change of
+//! the verdict or the exit code.
+//!
+//! What is kept between commands lives in `state_dir/metrics.json` ([`Kept`]); restarts,
+//! remedies and the terminal state come from this boot's `runtime.json`.
+
+use crate::report::{Report, Verdict};
+use crate::state::runtime::{Record, State};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The remedy kinds and outcomes every `containerd_guard_remedies_total` series has
+/// (all of them, zero or not, so that `rate()` and alerts see them from the start).
+pub const KINDS: [&str; 5] = [
+    "restart",
+    "restore-image",
+    "pull",
+    "delete-task",
+    "reap-orphans",
+];
+pub const OUTCOMES: [&str; 3] = ["ok", "failed", "refused"];
+
+/// One command's last run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub unix: u64,
+    pub seconds: f64,
+}
+
+/// What the metrics remember between commands (`state_dir/metrics.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Kept {
+    /// Each finding id's current status (the latest command that reported it).
+    pub checks: BTreeMap<String, String>,
+    /// Per command (`volume`, `runtime`, `verify`, `hygiene`).
+    pub runs: BTreeMap<String, Run>,
+    /// The last verdict of any command.
+    pub usable: Option<bool>,
+}
+
+impl Kept {
+    /// Folds one command's report in.
+    pub fn update(&mut self, command: &str, report: &Report, run: Run) {
+        for f in &report.findings {
+            let status = format!("{:?}", f.status).to_lowercase();
+            self.checks.insert(f.id.as_str().to_string(), status);
+        }
+        self.runs.insert(command.to_string(), run);
+        self.usable = Some(report.verdict() == Verdict::Usable);
+    }
+}
+
+/// The kind and outcome a history record counts as, if it is a remedy.
+pub fn remedy_of(r: &Record) -> Option<(&'static str, &'static str)> {
+    let failed = r.outcome.contains("failed") || r.outcome.contains("did not finish");
+    let outcome = if failed { "failed" } else { "ok" };
+    match r.action.as_str() {
+        "restart" => Some(("restart", outcome)),
+        "refused-restart" => Some(("restart", "refused")),
+        "import" => Some(("restore-image", outcome)),
+        "refused-archive" => Some(("restore-image", "refused")),
+        "pull" if r.outcome.starts_with("pulled") => Some(("pull", "ok")),
+        "pull" => Some(("pull", "failed")),
+        "delete-task" => Some(("delete-task", outcome)),
+        "reap-orphans" => Some(("reap-orphans", outcome)),
+        _ => None,
+    }
+}
+
+/// The textfile: Prometheus text format, `# HELP`/`# TYPE` for each family, no timestamps.
+pub fn render(kept: &Kept, state: Option<&State>, version: &str) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    let flag = |b: bool| if b { "1" } else { "0" }.to_string();
+    let usable = kept.usable.map(flag).unwrap_or_else(|| "0".into());
+    family(
+        "containerd_guard_usable",
+        "gauge",
+        "1 when the last verdict was usable.",
+        vec![(String::new(), usable)],
+    );
+    let terminal = state.is_some_and(|s| s.terminal.is_some());
+    family(
+        "containerd_guard_terminal",
+        "gauge",
+        "1 when the restart budget of this boot is spent.",
+        vec![(String::new(), flag(terminal))],
+    );
+    let checks = kept
+        .checks
+        .iter()
+        .map(|(id, st)| (labels(&[("id", id), ("status", st)]), "1".into()));
+    family(
+        "containerd_guard_check",
+        "gauge",
+        "Each check's current status (the series with value 1).",
+        checks.collect(),
+    );
+    let restarts = state.map_or(0, |s| s.restarts.len());
+    family(
+        "containerd_guard_restarts_total",
+        "counter",
+        "containerd restarts by the guard this boot.",
+        vec![(String::new(), restarts.to_string())],
+    );
+    family(
+        "containerd_guard_remedies_total",
+        "counter",
+        "Remedies tried this boot, by kind and outcome.",
+        remedies(state),
+    );
+    let runs = |f: fn(&Run) -> String| {
+        kept.runs
+            .iter()
+            .map(move |(c, r)| (labels(&[("command", c)]), f(r)))
+            .collect()
+    };
+    family(
+        "containerd_guard_last_run_timestamp_seconds",
+        "gauge",
+        "When each command last ran (Unix time).",
+        runs(|r| r.unix.to_string()),
+    );
+    family(
+        "containerd_guard_run_duration_seconds",
+        "gauge",
+        "How long each command's last run took.",
+        runs(|r| format!("{:.3}", r.seconds)),
+    );
+    family(
+        "containerd_guard_build_info",
+        "gauge",
+        "The guard's version.",
+        vec![(labels(&[("version", version)]), "1".into())],
+    );
+    out
+}
+
+fn remedies(state: Option<&State>) -> Vec<(String, String)> {
+    let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for k in KINDS {
+        for o in OUTCOMES {
+            counts.insert((k, o), 0);
+        }
+    }
+    for r in state.map(|s| s.history.as_slice()).unwrap_or_default() {
+        if let Some(key) = remedy_of(r) {
+            *counts.entry(key).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .map(|((k, o), n)| (labels(&[("kind", k), ("outcome", o)]), n.to_string()))
+        .collect()
+}
+
+/// `{a="x",b="y"}` with label values escaped as the text format wants.
+fn labels(pairs: &[(&str, &str)]) -> String {
+    let inner: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| {
+            let v = v
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            format!("{k}=\"{v}\"")
+        })
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Finding, Id};
+
+    fn record(action: &str, outcome: &str) -> Record {
+        Record {
+            uptime_ms: 0,
+            unix: 0,
+            item: "x".into(),
+            action: action.into(),
+            outcome: outcome.into(),
+        }
+    }
+
+    #[test]
+    fn every_documented_family_is_there_with_the_right_values() {
+        let mut kept = Kept::default();
+        let report = Report::new(vec![
+            Finding::fail(Id::RuntimeStale, "stale"),
+            Finding::pass(Id::RuntimeAnswers, "ok"),
+        ]);
+        kept.update(
+            "runtime",
+            &report,
+            Run {
+                unix: 1700000000,
+                seconds: 1.5,
+            },
+        );
+        let mut state = State::fresh("boot");
+        state.record(record(
+            "restart",
+            "stale: `systemctl restart containerd` exited 0",
+        ));
+        state.record(record("refused-restart", "running tasks: a"));
+        state.record(record("delete-task", "deleted in 30 ms"));
+        state.record(record(
+            "reap-orphans",
+            "failed: pid 3 is no longer in /kubepods/x",
+        ));
+        state.terminal = Some(crate::state::runtime::Terminal {
+            unix: 0,
+            reason: "spent".into(),
+        });
+        let text = render(&kept, Some(&state), "0.1.0");
+        for line in [
+            "containerd_guard_usable 0",
+            "containerd_guard_terminal 1",
+            "containerd_guard_check{id=\"runtime.stale\",status=\"fail\"} 1",
+            "containerd_guard_check{id=\"runtime.answers\",status=\"pass\"} 1",
+            "containerd_guard_restarts_total 1",
+            "containerd_guard_remedies_total{kind=\"restart\",outcome=\"ok\"} 1",
+            "containerd_guard_remedies_total{kind=\"restart\",outcome=\"refused\"} 1",
+            "containerd_guard_remedies_total{kind=\"delete-task\",outcome=\"ok\"} 1",
+            "containerd_guard_remedies_total{kind=\"reap-orphans\",outcome=\"failed\"} 1",
+            "containerd_guard_remedies_total{kind=\"pull\",outcome=\"ok\"} 0",
+            "containerd_guard_last_run_timestamp_seconds{command=\"runtime\"} 1700000000",
+            "containerd_guard_run_duration_seconds{command=\"runtime\"} 1.500",
+            "containerd_guard_build_info{version=\"0.1.0\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+        assert_eq!(text.matches("containerd_guard_remedies_total{").count(), 15);
+    }
+
+    #[test]
+    fn a_later_command_keeps_the_earlier_ones_series() {
+        let mut kept = Kept::default();
+        let volume = Report::new(vec![Finding::pass(Id::VolumeMounted, "ok")]);
+        kept.update(
+            "volume",
+            &volume,
+            Run {
+                unix: 1,
+                seconds: 0.1,
+            },
+        );
+        let runtime = Report::new(vec![Finding::fail(Id::RuntimeCri, "no")]);
+        kept.update(
+            "runtime",
+            &runtime,
+            Run {
+                unix: 2,
+                seconds: 0.2,
+            },
+        );
+        let text = render(&kept, None, "v");
+        assert!(text.contains("containerd_guard_check{id=\"volume.mounted\",status=\"pass\"} 1"));
+        assert!(text.contains("containerd_guard_last_run_timestamp_seconds{command=\"volume\"} 1"));
+        assert!(
+            text.contains("containerd_guard_usable 0"),
+            "the last verdict wins"
+        );
+    }
+}
