@@ -46,7 +46,7 @@ pub fn evaluate(f: Option<&OrphanFacts>, blocking: bool) -> (Finding, Vec<String
     };
     let orphans = confirmed(f);
     if orphans.is_empty() {
-        let n = f.first.processes.len();
+        let n = f.first.in_pod_cgroups;
         let summary = format!("no orphaned payload among {n} process(es) in pod cgroups");
         return (Finding::pass(ID, summary), Vec::new());
     }
@@ -137,6 +137,7 @@ mod tests {
             })
             .collect();
         OrphanLook {
+            in_pod_cgroups: procs.len(),
             processes: procs,
             workloads: Workloads {
                 tasks,
