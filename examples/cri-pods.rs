@@ -129,7 +129,12 @@ fn sandbox_config(name: &str, uid: &str) -> PodSandboxConfig {
 }
 
 /// One pod: sandbox, container created and started. Returns `sandbox container uid`.
-async fn one_pod(mut c: Client, name: String, image: String, uid: String) -> Result<String, String> {
+async fn one_pod(
+    mut c: Client,
+    name: String,
+    image: String,
+    uid: String,
+) -> Result<String, String> {
     let config = sandbox_config(&name, &uid);
     let req = RunPodSandboxRequest {
         config: Some(config.clone()),
@@ -164,9 +169,7 @@ async fn one_pod(mut c: Client, name: String, image: String, uid: String) -> Res
         config: Some(container),
         sandbox_config: Some(config),
     };
-    let created = c
-        .create_container(request(req, None, CALL_TIMEOUT))
-        .await;
+    let created = c.create_container(request(req, None, CALL_TIMEOUT)).await;
     let id = cri("CreateContainer", created)
         .map_err(|e| format!("{e} (pod {name}, sandbox {sandbox})"))?
         .container_id;
@@ -234,7 +237,10 @@ async fn list(c: &Client) -> Result<(), String> {
         let state = ContainerState::try_from(k.state)
             .map(|s| s.as_str_name())
             .unwrap_or("?");
-        out.push_str(&format!("container {} {state} {}\n", k.id, k.pod_sandbox_id));
+        out.push_str(&format!(
+            "container {} {state} {}\n",
+            k.id, k.pod_sandbox_id
+        ));
     }
     for s in &sandboxes {
         let state = PodSandboxState::try_from(s.state)
@@ -283,9 +289,7 @@ async fn remove_all(c: &Client) -> Result<(), String> {
                         let rm = RemovePodSandboxRequest {
                             pod_sandbox_id: id.clone(),
                         };
-                        let removed = c
-                            .remove_pod_sandbox(request(rm, None, CALL_TIMEOUT))
-                            .await;
+                        let removed = c.remove_pod_sandbox(request(rm, None, CALL_TIMEOUT)).await;
                         cri("RemovePodSandbox", removed).map(|_| ())
                     }
                     Err(e) => Err(e),
