@@ -92,3 +92,47 @@ stop_containerd() {
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$d/containerd.pid"
 }
+
+# write_hygiene_containerd_config FILE ROOT STATE SOCKET SANDBOX_IMAGE RUNC_ROOT: as
+# write_containerd_config, plus what kubelet's cgroupfs layout needs (tests/support/
+# workload.rs does the same): runc v2 with `SystemdCgroup = false` and its state under
+# RUNC_ROOT (not the host's /run/containerd/runc). containerd 1.x (config version 2).
+write_hygiene_containerd_config() {
+    local cri='plugins."io.containerd.grpc.v1.cri"'
+    write_containerd_config "$1" "$2" "$3" "$4" "$5"
+    cat >>"$1" <<TOML
+[$cri.containerd]
+  default_runtime_name = "runc"
+[$cri.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[$cri.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+  Root = "$6"
+TOML
+}
+
+# timings CMD... -> "median p95" in ms over $RUNS runs (after 2 warm-up runs); output and
+# exit status of CMD ignored. (scripts/bench-runtime carries its own copy.)
+timings() {
+    local samples=() t0 t1
+    for _ in 1 2; do "$@" >/dev/null 2>&1 || true; done
+    for _ in $(seq "$RUNS"); do
+        t0=$EPOCHREALTIME; "$@" >/dev/null 2>&1 || true; t1=$EPOCHREALTIME
+        samples+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) * 1000 }')")
+    done
+    printf '%s\n' "${samples[@]}" | sort -n | awk '
+        { v[NR] = $1 } END {
+            m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+            i = int(NR * 0.95 + 0.999); if (i > NR) i = NR
+            printf "%.2f %.2f\n", m, v[i] }'
+}
+
+# peak_rss CMD... -> KiB (max over 5 runs, the largest process of the run: /usr/bin/time).
+peak_rss() {
+    local rss=0 k
+    for _ in 1 2 3 4 5; do
+        k=$(/usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1)
+        [[ $k =~ ^[0-9]+$ ]] && [ "$k" -gt "$rss" ] && rss=$k
+    done
+    echo "$rss"
+}
