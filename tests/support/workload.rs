@@ -242,8 +242,9 @@ impl HygieneNode {
     }
 }
 
-/// One CRI call may take this long.
-pub const CRI_TIMEOUT: Duration = Duration::from_secs(30);
+/// One CRI call may take this long: generous, since a 2-core machine under heavy load
+/// (load average 9) slows every CRI call down.
+pub const CRI_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// One CRI call over a fresh connection (containerd may have restarted since the last).
