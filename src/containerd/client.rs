@@ -150,8 +150,10 @@ pub async fn connect(socket: &Path, timeout: Duration) -> Result<Conn, RpcError>
     let path = socket.to_path_buf();
     let endpoint = Endpoint::try_from("http://[::]:50051")
         .map_err(|e| unreachable(e.to_string()))?
-        .connect_timeout(timeout)
-        .timeout(timeout);
+        // Only the connect is bounded here: an endpoint `timeout` would cap every call on
+        // the channel (a 120 s pull cut at 5 s). Each call carries its own deadline and
+        // runs under `bounded()`.
+        .connect_timeout(timeout);
     let connector = tower::service_fn(move |_: tonic::transport::Uri| {
         let path = path.clone();
         async move {
