@@ -31,7 +31,6 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(200);
 
 const USAGE: &str = "usage: cri-workload SOCKET run --name N --uid U --image REF [--namespace NS] \
@@ -130,7 +129,9 @@ fn main() {
         }
     };
     let outcome = rt.block_on(async {
-        let conn = connect(&socket, CONNECT_TIMEOUT)
+        // connect()'s bound is also every call's on this channel: RunPodSandbox starts a
+        // shim and may take far longer than connecting does (measured: 15 s under TCG).
+        let conn = connect(&socket, CALL_TIMEOUT)
             .await
             .map_err(|e| e.to_string())?;
         let mut c = RuntimeServiceClient::new(conn.channel.clone());
