@@ -239,6 +239,20 @@ async fn run(c: &mut Cri, r: &RunArgs) -> Result<(), String> {
             })
             .collect(),
         log_path: rel,
+        // kubelet's default for a container: its own PID namespace (a pod without
+        // shareProcessNamespace), so it does not die with the sandbox's pause process.
+        linux: Some(LinuxContainerConfig {
+            security_context: Some(LinuxContainerSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    network: NamespaceMode::Node as i32,
+                    pid: NamespaceMode::Container as i32,
+                    ipc: NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let id = c
