@@ -297,7 +297,8 @@ async fn wait_for(
         let said = |t: &Option<String>| t.as_ref().is_some_and(|t| output.contains(t.as_str()));
         let exited = state == "CONTAINER_EXITED";
         let verdict = if said(&r.fail_on) {
-            Some(Err(format!("the container said {:?}", r.fail_on)))
+            let text = r.fail_on.as_deref().unwrap_or_default();
+            Some(Err(format!("the container said {text:?}")))
         } else if said(&r.expect) || (r.expect.is_none() && state == "CONTAINER_RUNNING") {
             Some(Ok(()))
         } else if exited {
