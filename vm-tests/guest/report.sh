@@ -18,7 +18,8 @@ echo "uptime=$t_booted"
 echo "report_started=$t_report"
 echo "cmdline=$(cat /proc/cmdline)"
 for u in containerd-guard-volume.service containerd.service containerd-guard-runtime.service \
-         kubelet.service var-lib-containerd.mount vm-tests-hotplug.service containerd-guard-initrd.service; do
+         kubelet.service var-lib-containerd.mount vm-tests-hotplug.service containerd-guard-initrd.service \
+         vm-tests-scenario.service containerd-guard-hygiene.service; do
   systemctl show "$u" -p LoadState,ActiveState,SubState,Result,ExecMainStatus,NRestarts \
     -p InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic,ExecMainStartTimestampMonotonic \
     -p ExecMainExitTimestampMonotonic,StatusText,InvocationID 2>/dev/null | sed "s/^/unit.$u./"
@@ -36,6 +37,8 @@ mkdir -p /run/vm-tests/rootfs && mount --bind / /run/vm-tests/rootfs 2>/dev/null
   echo "rootfs_under_mount=$(ls -A /run/vm-tests/rootfs/var/lib/containerd 2>/dev/null | tr '\n' ' ')" &&
   umount /run/vm-tests/rootfs
 [ -f /run/vm-tests/kubelet.result ] && sed 's/^/standin./' /run/vm-tests/kubelet.result
+# the running-node scenarios' facts (scenario.sh incident), prefixed `sc.`
+[ -f /run/vm-tests/scenario.txt ] && sed -E 's/^([^|=]*[|=])/sc.\1/' /run/vm-tests/scenario.txt
 block guard.status /usr/bin/guard status
 block guard.verify /usr/bin/guard verify
 block guard.json /usr/bin/guard --json status
@@ -43,7 +46,8 @@ block ctr.images ctr --timeout 5s -n k8s.io images ls -q
 block cycle sh -c "journalctl -b -o cat _PID=1 | grep -iE 'ordering cycle|to break ordering|Found dependency' || true"
 block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard-initrd.service \
   -u containerd-guard-volume.service -u containerd.service -u containerd-guard-runtime.service \
-  -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service -u vm-tests-bypass.service
+  -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service -u vm-tests-bypass.service \
+  -u vm-tests-scenario.service -u containerd-guard-hygiene.service
 block critical systemd-analyze critical-chain kubelet.service
 block blame sh -c "systemd-analyze blame | grep -E 'containerd|kubelet|var-lib'"
 block analyze systemd-analyze

@@ -2,9 +2,9 @@
 # Assemble the suite's guest from the cached base: unpack the rootfs, install the guard,
 # the shipped systemd units and drop-ins, the dracut module, config, the sandbox image
 # archive and the guest side of the tests; build the dracut initrd with the guard module;
-# write an ext4 image. Usage: assemble.sh BASE REPO GUARD CRI_PROBE OUT
+# write an ext4 image. Usage: assemble.sh BASE REPO GUARD CRI_PROBE OUT CRI_WORKLOAD
 set -euo pipefail
-base=$1 repo=$2 guard=$3 probe=$4 out=$5
+base=$1 repo=$2 guard=$3 probe=$4 out=$5 workload=$6
 g=$repo/vm-tests/guest
 mkdir -p "$out"
 work=$(mktemp -d "$out/.asm.XXXX")
@@ -41,10 +41,14 @@ printf '# vm-tests guest: no network\n' >"$root/etc/resolv.conf"
 # --- the test harness in the guest ---
 install -d "$root/usr/lib/vm-tests"
 install -m 0755 "$probe" "$root/usr/lib/vm-tests/run-pod-sandbox"
-install -m 0755 "$g/report.sh" "$root/usr/lib/vm-tests/report.sh"
+install -m 0755 "$workload" "$root/usr/lib/vm-tests/cri-workload"
+install -m 0755 "$g/report.sh" "$g/scenario.sh" "$root/usr/lib/vm-tests/"
+# the k3s scenario's payload: takes a lock in a hostPath mount (imported by scenario.sh)
+"$repo/vm-tests/lib/mkimage.sh" "$root/usr/lib/vm-tests/locker.tar" localhost:5000/vm-tests/locker:1 \
+  locker "$g/locker.c" > /dev/null
 install -m 0755 "$g/vm-tests-generator" "$root/usr/lib/systemd/system-generators/vm-tests-generator"
 install -m 0644 "$g/kubelet.service" "$g/vm-tests-report.service" "$g/vm-tests-hotplug.service" \
-  "$root/usr/lib/systemd/system/"
+  "$g/vm-tests-scenario.service" "$root/usr/lib/systemd/system/"
 systemctl --root="$root" -q enable containerd-guard-volume.service containerd-guard-runtime.service \
   containerd-guard-hygiene.timer \
   kubelet.service vm-tests-report.service

@@ -1,0 +1,178 @@
+#!/bin/bash
+# vm-tests: the scenarios about a running node (k3s, leaked-task), guest side. Facts only:
+# the host decides PASS/FAIL. Usage: scenario.sh standin|incident
+#   standin   the kubelet stand-in's job in these scenarios (kubelet.service's ExecStart=
+#             via the generator's drop-in): run the scenario's pod through CRI with
+#             examples/cri-workload.rs; its key=value lines go to /run/vm-tests/kubelet.result
+#   incident  (vm-tests-scenario.service, after the stand-in, before the report) reproduce
+#             the incident on the running node, then run the guard on it; facts go to
+#             /run/vm-tests/scenario.txt, which report.sh copies into the report.
+# Every wait is a poll with a deadline; nothing synchronises on a fixed sleep.
+set -u
+phase=${1:?standin|incident}
+scenario=$(cat /run/vm-tests/scenario 2>/dev/null)
+sock=/run/containerd/containerd.sock
+cri=/usr/lib/vm-tests/cri-workload
+locker=localhost:5000/vm-tests/locker:1
+pause=localhost:5000/vmware.io/pause:3.4.1
+lockdir=/var/lib/vm-tests/lockdir
+out=/run/vm-tests/scenario.txt
+mkdir -p /run/vm-tests
+
+now() { cut -d' ' -f1 /proc/uptime; }
+# block NAME CMD...: the command's output as `NAME| ` lines, then NAME.rc=
+block() { local p=$1; shift; timeout 120 "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
+# until SECS CMD...: poll CMD every 0.2 s until it succeeds (0) or SECS pass (1)
+until_ok() {
+  local end; end=$(( $(date +%s) + $1 )); shift
+  while ! "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$end" ] || return 1
+    sleep 0.2
+  done
+}
+kv() { sed -n "s/^$1=//p" /run/vm-tests/kubelet.result 2>/dev/null | head -n1; }
+# the host pids in container ID's cgroup (either cgroup driver)
+pids_of() { grep -lE "(/|cri-containerd-)$1(\.scope)?\$" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' | sed 's/ $//'; }
+alive() { local p a=; for p in "$@"; do [ -d "/proc/$p" ] && a+="$p "; done; echo "${a% }"; }
+none_alive() { [ -z "$(alive "$@")" ]; }
+answers() { timeout 5 ctr --address "$sock" version; }
+task_status() { timeout 10 ctr -n k8s.io tasks ls 2>/dev/null | awk -v id="$1" '$1 == id {print $3}'; }
+task_stopped() { [ "$(task_status "$1")" = STOPPED ]; }
+uuid() { cat /proc/sys/kernel/random/uuid; }
+hygiene_service() { # start the unit the 2-minute timer runs, and what it said
+  local t0; t0=$(date +%s)
+  systemctl start containerd-guard-hygiene.service; echo "hygiene.rc=$?"
+  echo "hygiene.secs=$(( $(date +%s) - t0 ))"
+  echo "hygiene.result=$(systemctl show -p Result --value containerd-guard-hygiene.service)"
+  block hygiene.journal journalctl -b -o cat --no-pager -u containerd-guard-hygiene.service
+}
+timer_off() { # the timer may fire (OnBootSec=2min) mid-scenario: the test starts its service
+  echo "timer.before=$(systemctl is-enabled containerd-guard-hygiene.timer)/$(systemctl is-active containerd-guard-hygiene.timer)"
+  systemctl stop containerd-guard-hygiene.timer
+}
+
+# ------------------------------------------------------------------ the stand-in
+standin() {
+  case $scenario in
+    k3s)
+      timeout 60 ctr -n k8s.io images import /usr/lib/vm-tests/locker.tar >/run/vm-tests/import.log 2>&1 ||
+        { echo "result=fail"; echo "error=ctr images import: $(tr '\n' ' ' </run/vm-tests/import.log)"; return 1; }
+      mkdir -p "$lockdir"
+      local uid; uid=$(uuid)
+      echo "pod_uid=$uid"
+      # kubelet's systemd cgroup layout: the pod's slice, by uid with underscores
+      "$cri" "$sock" run --name locker --uid "$uid" --image "$locker" \
+        --cgroup-parent "kubepods-besteffort-pod${uid//-/_}.slice" --mount "$lockdir:/data" \
+        --expect locked --fail-on 'cannot acquire lock' --timeout 90 ;;
+    leaked-task)
+      local uid; uid=$(uuid)
+      echo "pod_uid=$uid"
+      "$cri" "$sock" run --name payload --uid "$uid" --image "$pause" \
+        --cgroup-parent "/kubepods/besteffort/pod$uid" --timeout 90 ;;
+    *) echo "result=fail"; echo "error=no stand-in workload for scenario '$scenario'"; return 1 ;;
+  esac
+}
+
+# ------------------------------------------------------------------ k3s
+# The k3s incident: containerd's unit kills the shims by name before every start; the
+# payloads live on, orphaned, holding their locks. The guard must find them (verify),
+# show what it would kill (dry run, nothing killed), reap them (the hygiene unit), and a
+# new incarnation of the pod must then get the lock.
+k3s() {
+  local sid cid
+  sid=$(kv pod_sandbox_id) cid=$(kv container_id)
+  echo "sandbox=$sid"; echo "container=$cid"
+  [ -n "$cid" ] || { echo "error=the stand-in started no container"; return; }
+  timer_off
+  local pids pida; pids=$(pids_of "$cid")
+  read -r -a pida <<<"$pids"
+  echo "locker.pids=$pids"
+  local first=${pids%% *}
+  echo "locker.cgroup=$(sed -n 's/^0:://p' "/proc/$first/cgroup" 2>/dev/null)"
+  block ps.before ps -o pid,ppid,comm,args -p "${pids// /,}"
+  echo "dropin=$(systemctl show -p DropInPaths --value containerd.service)"
+  echo "execstartpre=$(systemctl show -p ExecStartPre --value containerd.service | tr '\n' ' ')"
+  # --- the incident
+  echo "t.incident=$(now)"
+  systemctl stop containerd; echo "stop.rc=$?"
+  local shim; shim=$(pgrep -f -- "containerd-shim-runc-v2 .*-id $sid( |\$)" | head -n1)
+  echo "shim.pid=$shim"
+  echo "shim.cmdline=$(tr '\0' ' ' <"/proc/$shim/cmdline" 2>/dev/null)"
+  [ -n "$shim" ] && kill -9 "$shim"
+  until_ok 15 none_alive "$shim"; echo "shim.gone=$?"
+  # what k3s-killall-style cleanups do: the container's runtime state goes (its rootfs
+  # unmounted first), so the restarted containerd has nothing to clean up after the shim
+  local b=/run/containerd/io.containerd.runtime.v2.task/k8s.io/$cid
+  mountpoint -q "$b/rootfs" && { umount "$b/rootfs" || umount -l "$b/rootfs"; }
+  rm -rf "$b"; echo "bundle.removed=$([ -e "$b" ] && echo no || echo yes)"
+  systemctl start containerd; echo "start.rc=$?"
+  until_ok 60 answers; echo "answers.rc=$?"
+  echo "t.restarted=$(now)"
+  echo "orphans.alive=$(alive "${pida[@]}")"
+  block ps.orphans ps -o pid,ppid,comm,args -p "${pids// /,}"
+  block tasks.orphans timeout 10 ctr -n k8s.io tasks ls
+  # --- the guard
+  block verify /usr/bin/guard --json verify
+  block dryrun /usr/bin/guard --json hygiene --dry-run
+  echo "after_dryrun.alive=$(alive "${pida[@]}")"
+  # the incident's symptom: a new incarnation cannot take the lock
+  local uid2; uid2=$(uuid)
+  block blocked "$cri" "$sock" run --name locker-blocked --uid "$uid2" --image "$locker" \
+    --cgroup-parent "kubepods-besteffort-pod${uid2//-/_}.slice" --mount "$lockdir:/data" \
+    --expect locked --fail-on 'cannot acquire lock' --timeout 60
+  hygiene_service
+  until_ok 15 none_alive "${pida[@]}"; echo "reaped.rc=$?"
+  echo "after_reap.alive=$(alive "${pida[@]}")"
+  echo "cgroup_after=$(cd /sys/fs/cgroup 2>/dev/null && find . -name "cri-containerd-$cid.scope" | head -n1)"
+  # a new incarnation (new pod) now gets the lock
+  local uid3; uid3=$(uuid)
+  block relock "$cri" "$sock" run --name locker-new --uid "$uid3" --image "$locker" \
+    --cgroup-parent "kubepods-besteffort-pod${uid3//-/_}.slice" --mount "$lockdir:/data" \
+    --expect locked --fail-on 'cannot acquire lock' --timeout 60
+  block status /usr/bin/guard status
+}
+
+# ------------------------------------------------------------------ leaked-task
+# A task containerd still holds for a container CRI says exited: RemovePodSandbox fails
+# forever. The guard must find it (verify) and the hygiene unit delete exactly it, with no
+# containerd restart; then the pod can be removed.
+leaked_task() {
+  local sid cid
+  sid=$(kv pod_sandbox_id) cid=$(kv container_id)
+  echo "sandbox=$sid"; echo "container=$cid"
+  [ -n "$cid" ] || { echo "error=the stand-in started no container"; return; }
+  timer_off
+  echo "containerd.pid.before=$(systemctl show -p MainPID --value containerd.service)"
+  block stopc "$cri" "$sock" stop-container "$cid"
+  # the leak, exactly as it happens: a task started outside CRI, then killed
+  echo "t.incident=$(now)"
+  block taskstart timeout 30 ctr -n k8s.io tasks start -d --null-io "$cid"
+  block taskkill timeout 30 ctr -n k8s.io tasks kill -s SIGKILL "$cid"
+  until_ok 30 task_stopped "$cid"; echo "stopped.rc=$?"
+  echo "task.status=$(task_status "$cid")"
+  block tasks.leaked timeout 10 ctr -n k8s.io tasks ls
+  block remove1 "$cri" "$sock" remove-pod "$sid"
+  block verify /usr/bin/guard --json verify
+  hygiene_service
+  block status /usr/bin/guard status
+  echo "task.after=$(task_status "$cid")"
+  block tasks.after timeout 10 ctr -n k8s.io tasks ls
+  block remove2 "$cri" "$sock" remove-pod "$sid"
+  echo "containerd.pid.after=$(systemctl show -p MainPID --value containerd.service)"
+}
+
+case $phase in
+  standin)
+    standin ;;
+  incident)
+    {
+      echo "scenario.started=$(now)"
+      case $scenario in
+        k3s) k3s ;;
+        leaked-task) leaked_task ;;
+        *) echo "error=no incident for scenario '$scenario'" ;;
+      esac
+      echo "scenario.done=$(now)"
+    } >"$out" 2>&1 ;;
+  *) echo "usage: scenario.sh standin|incident" >&2; exit 2 ;;
+esac
