@@ -1,7 +1,7 @@
 //! Findings to the systemd journal with structured fields, so that
 //! `journalctl GUARD_FINDING=runtime.stale` finds every occurrence across boots:
 //! `GUARD_FINDING=<id>`, `GUARD_STATUS=<status>`, `GUARD_COMMAND=<command>` and a stable
-//! `MESSAGE_ID` per status. Only findings that are not `pass`; only when journald listens;
+//! `MESSAGE_ID` per status. Findings that are not `pass`, and remedies; only when journald listens;
 //! never in `--npd` mode (NPD records conditions itself, every 30 s). Failures to log are
 //! ignored: the exit code already tells.
 
@@ -44,11 +44,17 @@ pub fn fields(f: &Finding, command: &str) -> Vec<(&'static str, String)> {
     out
 }
 
+/// What goes to the journal: every finding that is not `pass`, and every remedy (a
+/// restart that worked is an event an operator looks for across boots).
+pub fn journaled(f: &Finding) -> bool {
+    f.status != Status::Pass || f.id.as_str().starts_with("remedy.")
+}
+
 pub fn record(report: &Report, command: &str) {
     if !std::path::Path::new(libsystemd::logging::SD_JOURNAL_SOCK_PATH).exists() {
         return;
     }
-    for f in report.findings.iter().filter(|f| f.status != Status::Pass) {
+    for f in report.findings.iter().filter(|f| journaled(f)) {
         let msg = format!("{}: {}", f.id, f.summary);
         let fields = fields(f, command);
         let vars = fields.iter().map(|(k, v)| (*k, v.as_str()));
@@ -76,5 +82,8 @@ mod tests {
         assert!(got.contains(&("GUARD_STATUS", "fail".into())));
         assert!(got.contains(&("MESSAGE_ID", message_id(Status::Fail).into())));
         assert!(got.contains(&("GUARD_EVIDENCE", "fd 3".into())));
+        assert!(journaled(&f));
+        assert!(journaled(&Finding::pass(Id::RemedyRestart, "restarted containerd (stale)")));
+        assert!(!journaled(&Finding::pass(Id::RuntimeStale, "holds 2 databases")));
     }
 }

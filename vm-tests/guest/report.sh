@@ -42,6 +42,8 @@ mkdir -p /run/vm-tests/rootfs && mount --bind / /run/vm-tests/rootfs 2>/dev/null
 block guard.status /usr/bin/guard status
 block guard.verify /usr/bin/guard verify
 block guard.json /usr/bin/guard --json status
+# the guard's structured journal entries (GUARD_FINDING=, GUARD_STATUS=, MESSAGE_ID=)
+block jfind sh -c "journalctl -b -o json --no-pager | grep -F GUARD_FINDING || true"
 block ctr.images ctr --timeout 5s -n k8s.io images ls -q
 block cycle sh -c "journalctl -b -o cat _PID=1 | grep -iE 'ordering cycle|to break ordering|Found dependency' || true"
 block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard-initrd.service \
