@@ -130,6 +130,12 @@ pub enum Command {
     Config,
 }
 
+/// The clap definition of the whole command line, for tools that generate the man page
+/// and shell completions from it (examples/gen-docs.rs), so they never drift from --help.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// Everything a subcommand needs, resolved once.
 pub struct Context {
     pub host: Host,
