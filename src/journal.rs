@@ -83,7 +83,13 @@ mod tests {
         assert!(got.contains(&("MESSAGE_ID", message_id(Status::Fail).into())));
         assert!(got.contains(&("GUARD_EVIDENCE", "fd 3".into())));
         assert!(journaled(&f));
-        assert!(journaled(&Finding::pass(Id::RemedyRestart, "restarted containerd (stale)")));
-        assert!(!journaled(&Finding::pass(Id::RuntimeStale, "holds 2 databases")));
+        assert!(journaled(&Finding::pass(
+            Id::RemedyRestart,
+            "restarted containerd (stale)"
+        )));
+        assert!(!journaled(&Finding::pass(
+            Id::RuntimeStale,
+            "holds 2 databases"
+        )));
     }
 }

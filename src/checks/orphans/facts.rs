@@ -50,8 +50,11 @@ pub struct OrphanFacts {
 pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
     let uptime_ticks = uptime_ticks(host);
     let tps = proc::ticks_per_second();
-    let live: std::collections::BTreeSet<String> =
-        workloads.live_task_ids().into_iter().map(String::from).collect();
+    let live: std::collections::BTreeSet<String> = workloads
+        .live_task_ids()
+        .into_iter()
+        .map(String::from)
+        .collect();
     let mut cache: BTreeMap<i32, Option<ProcInfo>> = BTreeMap::new();
     let mut processes = Vec::new();
     let mut in_pod_cgroups = 0;

@@ -227,15 +227,21 @@ impl World for Node<'_> {
                 };
             }
         };
-        let (stale, image) = match scope {
-            Scope::Full => (
-                Some(stale::gather(self.host, &socket, &self.target.root)),
-                Some(sandbox_image::gather(&conn, &self.target.image).await),
-            ),
-            Scope::Hygiene => (None, None),
+        let stale =
+            (scope == Scope::Full).then(|| stale::gather(self.host, &socket, &self.target.root));
+        // The families ask containerd concurrently (one HTTP/2 channel): a look costs the
+        // slowest family's round trips, not the sum of all of them.
+        let image = async {
+            match scope {
+                Scope::Full => Some(sandbox_image::gather(&conn, &self.target.image).await),
+                Scope::Hygiene => None,
+            }
         };
-        let answering = runtime::gather(&conn, version).await;
-        let (leaked_tasks, orphans) = self.hygiene_looks(&conn).await;
+        let (image, answering, (leaked_tasks, orphans)) = tokio::join!(
+            image,
+            runtime::gather(&conn, version),
+            self.hygiene_looks(&conn)
+        );
         self.conn = Some(conn);
         Observation {
             runtime: RuntimeFacts {
