@@ -55,6 +55,8 @@ struct Fake {
     phase1_held: Option<String>,
     /// `[orphans] reap`.
     reap: bool,
+    /// containerd's unit kills shims by name (`runtime.kill-mode` warns).
+    shim_killing_unit: bool,
     /// A leaked task (and an orphan) present until deleted (reaped).
     leak: bool,
     orphan: bool,
@@ -87,6 +89,7 @@ impl Fake {
             pull_ok: false,
             phase1_held: None,
             reap: true,
+            shim_killing_unit: false,
             leak: false,
             orphan: false,
             delete_fails: false,
@@ -196,6 +199,9 @@ impl World for Fake {
         if self.leak || self.orphan {
             self.clock += Duration::from_secs(2); // the second look
         }
+        if self.shim_killing_unit {
+            o.kill_mode = shim_killing_unit();
+        }
         o.leaked_tasks = Some(leak_facts(self.leak));
         o.orphans = Some(orphan_facts(self.orphan, self.reap));
         o
@@ -271,6 +277,15 @@ impl World for Fake {
 }
 
 const LEAKED: &str = "1eaked";
+
+fn shim_killing_unit() -> KillModeFacts {
+    let show = "KillMode=process\nExecStartPre={ path=/usr/bin/pkill ; argv[]=/usr/bin/pkill -9 containerd-shim ; ignore_errors=yes }\n";
+    KillModeFacts::Units(vec![crate::checks::kill_mode::facts::parse_show(
+        "containerd.service",
+        show,
+        |_| None,
+    )])
+}
 
 fn leak_facts(leak: bool) -> LeakedTaskFacts {
     let mut w = Workloads::default();
@@ -745,4 +760,19 @@ fn dry_run_names_every_action_and_changes_nothing() {
     );
     let delete = f.iter().find(|f| f.id == "remedy.delete-task").unwrap();
     assert_eq!(delete.evidence, vec![LEAKED.to_string()]);
+}
+
+#[test]
+fn a_restart_names_the_risk_of_a_shim_killing_unit() {
+    let mut w = Fake::new(&[Looks::Stale]);
+    w.after_restart = Some(Looks::Healthy);
+    w.shim_killing_unit = true;
+    let (f, end) = go(&mut w, &settings(), RUNTIME);
+    assert_eq!(end, End::Usable);
+    assert_eq!(status(&f, "runtime.kill-mode"), Status::Warn);
+    let restart = f.iter().find(|f| f.id == "remedy.restart").unwrap();
+    assert!(
+        restart.evidence.iter().any(|e| e.starts_with("risk (runtime.kill-mode): containerd.service: ExecStartPre=/usr/bin/pkill -9 containerd-shim")),
+        "{restart:?}"
+    );
 }
