@@ -271,26 +271,7 @@ pub fn unmount_under(dir: &Path, ids: &[String]) {
 /// PIDs holding a granted `flock`/POSIX lock on `path`, from /proc/locks (matched by the
 /// file's device and inode). The PID is the process that took the lock.
 pub fn lock_holders(path: &Path) -> Vec<i32> {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return Vec::new();
-    };
-    let dev = meta.dev();
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    let want = format!("{major:02x}:{minor:02x}:{}", meta.ino());
-    let text = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-    let mut out: Vec<i32> = text
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            match f.as_slice() {
-                [_, "FLOCK" | "POSIX" | "OFDLCK", _, _, pid, id, ..] if *id == want => {
-                    pid.parse().ok()
-                }
-                _ => None,
-            }
-        })
-        .collect();
+    let mut out = super::locks::holders_of(path, &["FLOCK", "POSIX", "OFDLCK"]);
     out.sort();
     out.dedup();
     out

@@ -8,6 +8,12 @@ use std::path::Path;
 /// only, not waiters). For a flock the PID is the process that took it, even when the lock
 /// lives on through a descriptor some other process inherited.
 pub fn flock_holders(path: &Path) -> Vec<i32> {
+    holders_of(path, &["FLOCK"])
+}
+
+/// PIDs `/proc/locks` lists as holding a lock of one of `kinds` (`FLOCK`, `POSIX`,
+/// `OFDLCK`) on `path`, in the kernel's order; waiters are not holders.
+pub fn holders_of(path: &Path, kinds: &[&str]) -> Vec<i32> {
     let Ok(meta) = std::fs::metadata(path) else {
         return Vec::new();
     };
@@ -23,7 +29,9 @@ pub fn flock_holders(path: &Path) -> Vec<i32> {
             // "1: FLOCK  ADVISORY  WRITE 1234 fd:00:5678 0 EOF"; waiters have "->" after the
             // ordinal and are not holders.
             match f.as_slice() {
-                [_, "FLOCK", _, _, pid, id, ..] if *id == want => pid.parse().ok(),
+                [_, kind, _, _, pid, id, ..] if kinds.contains(kind) && *id == want => {
+                    pid.parse().ok()
+                }
                 _ => None,
             }
         })
