@@ -1,10 +1,15 @@
 #!/bin/bash
-# Assemble the suite's guest from the cached base: unpack the rootfs, install the guard,
-# the shipped systemd units and drop-ins, the dracut module, config, the sandbox image
-# archive and the guest side of the tests; build the dracut initrd with the guard module;
-# write an ext4 image. Usage: assemble.sh BASE REPO GUARD CRI_PROBE OUT CRI_WORKLOAD
+# Assemble the suite's guest from the cached base: unpack the rootfs, install the
+# containerd-guard package (dpkg -i in a chroot of the image: its maintainer scripts run,
+# postinst enables the units), config, the sandbox image archive and the guest side of the
+# tests; build the dracut initrd with the guard module (enabled with the package's example
+# conf); write an ext4 image.
+# Usage: assemble.sh BASE REPO DEB CRI_PROBE OUT CRI_WORKLOAD NEWER_DEB [GUARD]
+#   NEWER_DEB  the same package with a higher version, kept in the image for the package
+#              scenario (installed over the first one on a running node)
+#   GUARD      a prebuilt guard binary installed over the package's (VM_GUARD)
 set -euo pipefail
-base=$1 repo=$2 guard=$3 probe=$4 out=$5 workload=$6
+base=$1 repo=$2 deb=$3 probe=$4 out=$5 workload=$6 newer=$7 guard=${8:-}
 g=$repo/vm-tests/guest
 mkdir -p "$out"
 work=$(mktemp -d "$out/.asm.XXXX")
@@ -18,18 +23,43 @@ mkdir "$root"
 tar -xf "$base/rootfs.tar" -C "$root"
 kver=$(cat "$base/kver")
 
-# --- what an image builder installs (see vm-tests/README-section.md) ---
-install -m 0755 "$guard" "$root/usr/bin/guard"
-install -d "$root/usr/lib/systemd/system/containerd.service.d" \
-           "$root/usr/lib/systemd/system/kubelet.service.d" \
-           "$root/usr/lib/containerd-guard/config.d" "$root/usr/lib/containerd-guard/images" \
-           "$root/usr/share/doc/containerd-guard" "$root/var/lib/containerd"
-install -m 0644 "$repo"/systemd/*.service "$repo"/systemd/*.timer "$root/usr/lib/systemd/system/"
-install -m 0644 "$repo"/systemd/containerd.service.d/*.conf "$root/usr/lib/systemd/system/containerd.service.d/"
-install -m 0644 "$repo"/systemd/kubelet.service.d/*.conf "$root/usr/lib/systemd/system/kubelet.service.d/"
-cp -r "$repo/dracut/modules.d/50containerd-guard" "$root/usr/lib/dracut/modules.d/"
-install -m 0644 "$repo/dracut/containerd-guard.conf" "$root/etc/dracut.conf.d/50-containerd-guard.conf"
-install -m 0644 "$repo/README.md" "$root/usr/share/doc/containerd-guard/README.md"
+# --- what an image builder installs: the package (docs/image-builder.md) ---
+# dpkg -i in a chroot, so the maintainer scripts run as on a node. Only /proc, /sys, /dev
+# are bound: the image's /run has no systemd, so postinst's daemon-reload is skipped and
+# nothing touches the host's systemd; policy-rc.d denies any start besides.
+for m in proc sys dev dev/pts; do mount --bind "/$m" "$root/$m"; done
+printf '#!/bin/sh\n# vm-tests assemble: no service starts in the image\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod 0755 "$root/usr/sbin/policy-rc.d"
+cp "$deb" "$root/tmp/containerd-guard.deb"
+# the base image excludes /usr/share/doc from every package (mmdebstrap --dpkgopt): take
+# the guard's docs and examples back in, the dracut conf below comes from there
+if ! chroot "$root" dpkg --path-include='/usr/share/doc/containerd-guard/*' -i /tmp/containerd-guard.deb \
+     >"$work/dpkg-install.log" 2>&1; then
+  cat "$work/dpkg-install.log" >&2; echo "assemble: dpkg -i of the package failed" >&2; exit 1
+fi
+rm -f "$root/tmp/containerd-guard.deb" "$root/usr/sbin/policy-rc.d"
+for m in dev/pts dev proc sys; do umount -l "$root/$m"; done
+{
+  # shellcheck disable=SC2016 # dpkg-query's ${fields}, not the shell's
+  echo "package=$(chroot "$root" dpkg-query -W -f='${Package} ${Version} ${Status}' containerd-guard)"
+  for u in containerd-guard-volume.service containerd-guard-runtime.service containerd-guard-hygiene.timer; do
+    echo "enabled.$u=$(systemctl --root="$root" is-enabled "$u" 2>&1 || true)"
+  done
+} >"$work/deb-install.txt"
+if ! grep -q '^package=containerd-guard .* install ok installed$' "$work/deb-install.txt" ||
+   grep '^enabled\.' "$work/deb-install.txt" | grep -qv '=enabled$'; then
+  cat "$work/dpkg-install.log" "$work/deb-install.txt" >&2
+  echo "assemble: the package is not installed, or its postinst did not enable its units" >&2; exit 1
+fi
+[ -z "$guard" ] || install -m 0755 "$guard" "$root/usr/bin/guard"
+# the package scenario installs this one over the first on a running node
+install -d "$root/usr/lib/vm-tests"
+install -m 0644 "$newer" "$root/usr/lib/vm-tests/containerd-guard-newer.deb"
+# the dracut module is installed, not enabled: enable it with the package's example conf
+install -m 0644 "$root/usr/share/doc/containerd-guard/examples/containerd-guard.conf" \
+  "$root/etc/dracut.conf.d/50-containerd-guard.conf"
+install -d "$root/usr/lib/containerd-guard/config.d" "$root/usr/lib/containerd-guard/images" \
+  "$root/var/lib/containerd"
 install -m 0644 "$g/guard-vm-tests.toml" "$root/usr/lib/containerd-guard/config.d/50-vm-tests.toml"
 "$repo/vm-tests/lib/mkpause.sh" "$root/usr/lib/containerd-guard/images/pause.tar" \
   localhost:5000/vmware.io/pause:3.4.1 > "$work/pause.digest"
@@ -49,9 +79,8 @@ install -m 0755 "$g/report.sh" "$g/scenario.sh" "$root/usr/lib/vm-tests/"
 install -m 0755 "$g/vm-tests-generator" "$root/usr/lib/systemd/system-generators/vm-tests-generator"
 install -m 0644 "$g/kubelet.service" "$g/vm-tests-report.service" "$g/vm-tests-hotplug.service" \
   "$g/vm-tests-scenario.service" "$root/usr/lib/systemd/system/"
-systemctl --root="$root" -q enable containerd-guard-volume.service containerd-guard-runtime.service \
-  containerd-guard-hygiene.timer \
-  kubelet.service vm-tests-report.service
+# the guard's units were enabled by the package's postinst (checked above)
+systemctl --root="$root" -q enable kubelet.service vm-tests-report.service
 # quieter, faster boots: no login prompts, no kvm module probing on a qemu64 CPU
 systemctl --root="$root" -q mask getty@tty1.service serial-getty@ttyS0.service \
   systemd-update-utmp.service 2>/dev/null || true
@@ -79,4 +108,5 @@ grep -q containerd-guard <(chroot "$root" lsinitrd /boot/initrd-guard.img 2>/dev
 cp "$root/boot/initrd-guard.img" "$work/initrd-guard.img"; chmod 0644 "$work/initrd-guard.img"
 
 mkfs.ext4 -q -F -L vmroot -d "$root" "$work/root.img" 3G
-mv "$work/root.img" "$work/initrd-guard.img" "$work/pause.digest" "$work/dracut.log" "$work/dracut-negative.txt" "$out/"
+mv "$work/root.img" "$work/initrd-guard.img" "$work/pause.digest" "$work/dracut.log" "$work/dracut-negative.txt" \
+  "$work/deb-install.txt" "$work/dpkg-install.log" "$out/"
