@@ -59,6 +59,14 @@ if [ "$(cat /run/vm-tests/scenario 2>/dev/null)" = healthy ]; then
     /usr/lib/systemd/system/containerd-guard-hygiene.service \
     /usr/lib/systemd/system/containerd-guard-hygiene.timer containerd.service kubelet.service
 fi
+case $(cat /run/vm-tests/scenario 2>/dev/null) in package*)
+  # what containerd's and the stand-in's units are made of, after the package came and went
+  echo "dropins=$(systemctl show -p DropInPaths --value containerd.service kubelet.service | tr '\n' ' ')"
+  block unitcat systemctl cat containerd.service kubelet.service
+  # shellcheck disable=SC2016 # dpkg-query's ${fields}
+  echo "package=$(dpkg-query -W -f='${Version} ${Status}' containerd-guard 2>&1)"
+  echo "enabled.links=$(find /etc/systemd/system -name 'containerd-guard*' 2>/dev/null | tr '\n' ' ')" ;;
+esac
 echo "report_done=$(cut -d' ' -f1 /proc/uptime)"
 } > "$out" 2>&1
 { echo "=== VMTEST BEGIN"; cat "$out"; echo "=== VMTEST END"; } > /dev/ttyS1

@@ -1,5 +1,5 @@
 #!/bin/bash
-# vm-tests: the scenarios about a running node (k3s, leaked-task), guest side. Facts only:
+# vm-tests: the scenarios about a running node (k3s, leaked-task, package), guest side. Facts only:
 # the host decides PASS/FAIL. Usage: scenario.sh standin|incident
 #   standin   the kubelet stand-in's job in these scenarios (kubelet.service's ExecStart=
 #             via the generator's drop-in): run the scenario's pod through CRI with
@@ -64,7 +64,7 @@ standin() {
       "$cri" "$sock" run --name locker --uid "$uid" --image "$locker" \
         --cgroup-parent "kubepods-besteffort-pod${uid//-/_}.slice" --mount "$lockdir:/data" \
         --expect locked --fail-on 'cannot acquire lock' --timeout 90 ;;
-    leaked-task)
+    leaked-task|package)
       local uid; uid=$(uuid)
       echo "pod_uid=$uid"
       "$cri" "$sock" run --name payload --uid "$uid" --image "$pause" \
@@ -161,6 +161,44 @@ leaked_task() {
   echo "containerd.pid.after=$(systemctl show -p MainPID --value containerd.service)"
 }
 
+# ------------------------------------------------------------------ package
+# The package on a running node: dpkg -i of a newer version, then dpkg -r. Neither may
+# start, stop or restart a unit: containerd, the stand-in and the pod keep their
+# processes and the units their invocations. The host then boots the same disk again
+# (package-after) to see containerd start without the guard.
+pkg_snap() { # PREFIX: who runs, and which invocation of each unit
+  local u
+  echo "$1.containerd.pid=$(systemctl show -p MainPID --value containerd.service)"
+  echo "$1.shim.pid=$(pgrep -f -- "containerd-shim-runc-v2 .*-id $2( |\$)" | head -n1)"
+  echo "$1.pod.pids=$(pids_of "$2")"
+  echo "$1.container.pids=$(pids_of "$3")"
+  for u in containerd.service kubelet.service containerd-guard-volume.service containerd-guard-runtime.service; do
+    echo "$1.inv.$u=$(systemctl show -p InvocationID --value "$u")/$(systemctl show -p ActiveState --value "$u")"
+  done
+  echo "$1.dropins=$(systemctl show -p DropInPaths --value containerd.service kubelet.service | tr '\n' ' ')"
+  # shellcheck disable=SC2016 # dpkg-query's ${fields}
+  echo "$1.package=$(dpkg-query -W -f='${Version} ${Status}' containerd-guard 2>&1)"
+}
+package() {
+  local sid cid u
+  sid=$(kv pod_sandbox_id) cid=$(kv container_id)
+  echo "sandbox=$sid"; echo "container=$cid"
+  [ -n "$sid" ] || { echo "error=the stand-in started no pod"; return; }
+  echo "timer.before=$(systemctl is-enabled containerd-guard-hygiene.timer)/$(systemctl is-active containerd-guard-hygiene.timer)"
+  pkg_snap before "$sid" "$cid"
+  echo "t.upgrade=$(now)"
+  block upgrade dpkg -i /usr/lib/vm-tests/containerd-guard-newer.deb
+  pkg_snap upgraded "$sid" "$cid"
+  for u in containerd-guard-volume.service containerd-guard-runtime.service containerd-guard-hygiene.timer; do
+    echo "upgraded.enabled.$u=$(systemctl is-enabled "$u" 2>&1)"
+  done
+  echo "t.remove=$(now)"
+  block remove dpkg -r containerd-guard
+  pkg_snap removed "$sid" "$cid"
+  echo "removed.wants=$(find /etc/systemd/system -name 'containerd-guard*' 2>/dev/null | tr '\n' ' ')"
+  echo "removed.guard=$(command -v guard || echo none)"
+}
+
 case $phase in
   standin)
     standin ;;
@@ -170,6 +208,7 @@ case $phase in
       case $scenario in
         k3s) k3s ;;
         leaked-task) leaked_task ;;
+        package) package ;;
         *) echo "error=no incident for scenario '$scenario'" ;;
       esac
       echo "scenario.done=$(now)"
