@@ -19,7 +19,7 @@ echo "report_started=$t_report"
 echo "cmdline=$(cat /proc/cmdline)"
 for u in containerd-guard-volume.service containerd.service containerd-guard-runtime.service \
          kubelet.service var-lib-containerd.mount vm-tests-hotplug.service containerd-guard-initrd.service \
-         vm-tests-scenario.service containerd-guard-hygiene.service; do
+         vm-tests-scenario.service containerd-guard-hygiene.service cloud-init.service; do
   systemctl show "$u" -p LoadState,ActiveState,SubState,Result,ExecMainStatus,NRestarts \
     -p InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic,ExecMainStartTimestampMonotonic \
     -p ExecMainExitTimestampMonotonic,StatusText,InvocationID 2>/dev/null | sed "s/^/unit.$u./"
@@ -59,6 +59,11 @@ if [ "$(cat /run/vm-tests/scenario 2>/dev/null)" = healthy ]; then
     /usr/lib/systemd/system/containerd-guard-hygiene.service \
     /usr/lib/systemd/system/containerd-guard-hygiene.timer containerd.service kubelet.service
 fi
+case $(cat /run/vm-tests/scenario 2>/dev/null) in cloud-init*)
+  echo "fstab=$(grep -E '[[:space:]]/var/lib/containerd[[:space:]]' /etc/fstab | tr '\t' ' ')"
+  echo "cloudinit.status=$(timeout 60 cloud-init status 2>&1 | tr '\n' ' ')"
+  block cloudinit sh -c "journalctl -b -o short-monotonic --no-hostname -u cloud-init-local.service -u cloud-init.service | grep -iE 'disk_setup|fs_setup|mounts|Finished|Started|error|warn' | head -n 30" ;;
+esac
 case $(cat /run/vm-tests/scenario 2>/dev/null) in package*)
   # what containerd's and the stand-in's units are made of, after the package came and went
   echo "dropins=$(systemctl show -p DropInPaths --value containerd.service kubelet.service | tr '\n' ' ')"

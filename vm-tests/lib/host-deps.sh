@@ -16,6 +16,8 @@ command -v zstd >/dev/null || need+=(zstd)
 command -v socat >/dev/null || need+=(socat)
 command -v gcc >/dev/null || need+=(gcc)
 command -v jq >/dev/null || need+=(jq)
+command -v mkfs.vfat >/dev/null || need+=(dosfstools)   # the cloud-init scenario's NoCloud seed
+command -v mcopy >/dev/null || need+=(mtools)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 
