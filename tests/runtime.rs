@@ -30,6 +30,12 @@ struct Node {
 }
 
 impl Node {
+    /// The volume's content store and, while containerd answers, its images: take one
+    /// before the guard acts and compare with [`ContentSnapshot::assert_nothing_lost`].
+    fn content(&self) -> ContentSnapshot {
+        ContentSnapshot::take(&self.t.volume_path(), Some(&self.t.socket()))
+    }
+
     /// The volume mounted at containerd's root, containerd started on it. `image` is the
     /// sandbox image name written into containerd's config.
     fn healthy(image: &str) -> Node {
@@ -187,10 +193,12 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
     );
     let pid = n.ctrd.pid();
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let before = n.content();
     let started = Instant::now();
     let out = runtime(&cfg);
     let took = started.elapsed();
     out.expect(0, "remedy.restart", "pass");
+    before.assert_nothing_lost(&n.content());
     assert_eq!(out.status("runtime.stale"), "pass", "{}", out.dump());
     assert_eq!(n.ctrd.restarts(), 1, "exactly one restart");
     assert_ne!(n.ctrd.pid(), pid);
@@ -199,11 +207,8 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
         "the volume had the image: {}",
         out.dump()
     );
+    // a number for scripts/bench-runtime, not a timed assertion
     println!("BENCH tkgs answering-to-usable {:.2}s", took.as_secs_f64());
-    assert!(
-        took < Duration::from_secs(5),
-        "answering -> usable took {took:?}"
-    );
     n.kubelet_can_start_a_pod();
     let status = Guard::with_config(&cfg).run(&["--json", "status"]);
     assert_eq!(status.code, 0, "{}", status.dump());

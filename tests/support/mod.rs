@@ -41,6 +41,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod containerd;
+pub mod content;
 pub mod exporter;
 pub mod guard;
 pub mod hygiene;
@@ -54,6 +55,7 @@ pub mod workload;
 pub use containerd::{
     containerd_major_minor, containerd_tool, containerd_version, Containerd, CONTAINERD_DIR_ENV,
 };
+pub use content::ContentSnapshot;
 pub use exporter::NodeExporter;
 pub use guard::{Guard, Outcome, Running};
 pub use locks::{flock_holders, flock_is_free, KillOnDrop};
