@@ -1,8 +1,12 @@
-//! Self-test of the shared harness (tests/support): a loop volume mounts and cleans up, and
-//! the real containerd starts on temp paths and is gone after drop.
+//! Self-test of the shared harness (tests/support): a loop volume mounts and cleans up, the
+//! real containerd starts on temp paths and is gone after drop, and the "nothing lost" check
+//! of the fault tests fails when image data is lost (and only then).
 
 mod support;
 
+use std::time::Duration;
+use support::node::*;
+use support::runtime;
 use support::*;
 
 #[test]
@@ -54,5 +58,108 @@ fn containerd_starts_on_temp_paths_and_stops() {
                 .map(|s| s.contains(") Z "))
                 .unwrap_or(true),
         "containerd {pid} still running after drop"
+    );
+}
+
+/// The check of "nothing lost" must be able to fail: a node with an imported image.
+fn node_with_image(tag: &str) -> Node {
+    Node::healthy(&format!(
+        "127.0.0.1:{}/guard/pause:{tag}",
+        runtime::dead_port()
+    ))
+}
+
+/// Whether `assert_nothing_lost` panicked.
+fn lost(before: &ContentSnapshot, after: &ContentSnapshot) -> bool {
+    let (b, a) = (before.clone(), after.clone());
+    std::panic::catch_unwind(move || b.assert_nothing_lost(&a)).is_err()
+}
+
+fn ctr(n: &Node, args: &[&str]) -> String {
+    let socket = n.t.socket();
+    let mut all = vec!["-a", socket.to_str().unwrap(), "-n", "k8s.io"];
+    all.extend_from_slice(args);
+    run_exe(&containerd_tool("ctr"), &all)
+}
+
+#[test]
+fn nothing_lost_fails_when_a_reachable_layer_is_damaged() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = node_with_image("selftest-damage");
+    n.import_image();
+    let before = n.content();
+    assert!(
+        !lost(&before, &n.content()),
+        "an untouched store lost nothing"
+    );
+    let layer = runtime::sha256(&n.img.layer);
+    let blob =
+        n.t.volume_path()
+            .join("io.containerd.content.v1.content/blobs/sha256")
+            .join(layer.trim_start_matches("sha256:"));
+    let mut bytes = std::fs::read(&blob).expect("the imported layer is in the content store");
+    bytes[0] ^= 0xff;
+    std::fs::write(&blob, &bytes).unwrap();
+    assert!(
+        lost(&before, &n.content()),
+        "a damaged layer must count as lost"
+    );
+}
+
+#[test]
+fn nothing_lost_fails_when_an_image_is_removed() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = node_with_image("selftest-rm");
+    n.import_image();
+    let before = n.content();
+    ctr(&n, &["images", "rm", "--sync", &n.img.name]);
+    assert!(
+        lost(&before, &n.content()),
+        "a removed image must count as lost"
+    );
+}
+
+#[test]
+fn nothing_lost_ignores_an_unreferenced_blob_removed_by_containerds_gc() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = node_with_image("selftest-gc");
+    n.import_image();
+    // A blob no image names (no lease, no gc.root label): containerd's GC may remove it.
+    let data = format!("unreferenced {}", unique("", 16)).into_bytes();
+    let digest = runtime::sha256(&data);
+    let mut ingest = std::process::Command::new(containerd_tool("ctr"))
+        .args(["-a", n.t.socket().to_str().unwrap(), "-n", "k8s.io"])
+        .args(["content", "ingest", "--expected-digest", &digest])
+        .arg(format!("--expected-size={}", data.len()))
+        .arg(unique("selftest-", 8))
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut ingest.stdin.take().unwrap(), &data).unwrap();
+    assert!(ingest.wait().unwrap().success(), "ctr content ingest");
+    let blob =
+        n.t.volume_path()
+            .join("io.containerd.content.v1.content/blobs/sha256")
+            .join(digest.trim_start_matches("sha256:"));
+    assert!(blob.exists(), "{} ingested", blob.display());
+    let before = n.content();
+    // containerd collects garbage shortly after it starts.
+    n.ctrd.restart_by_hand();
+    poll_until(
+        "containerd's GC to remove the unreferenced blob",
+        Duration::from_secs(30),
+        || (!blob.exists()).then_some(()),
+    );
+    let after = n.content();
+    assert_eq!(after.blob_count() + 1, before.blob_count());
+    assert!(
+        !lost(&before, &after),
+        "an unreferenced blob is not image data"
     );
 }

@@ -6,123 +6,11 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
+use support::node::*;
 use support::runtime::*;
 use support::*;
-
-const TOOLS: &[&str] = &[
-    "containerd",
-    "ctr",
-    "runc",
-    "gcc",
-    "mkfs.ext4",
-    "losetup",
-    "mount",
-];
-
-/// A test node: containerd on `t`'s paths (dropped first), the volume, the tree.
-struct Node {
-    ctrd: Restartable,
-    vol: LoopVolume,
-    img: PauseImage,
-    t: TempRoot,
-}
-
-impl Node {
-    /// The volume's content store and, while containerd answers, its images: take one
-    /// before the guard acts and compare with [`ContentSnapshot::assert_nothing_lost`].
-    fn content(&self) -> ContentSnapshot {
-        ContentSnapshot::take(&self.t.volume_path(), Some(&self.t.socket()))
-    }
-
-    /// The volume mounted at containerd's root, containerd started on it. `image` is the
-    /// sandbox image name written into containerd's config.
-    fn healthy(image: &str) -> Node {
-        assert!(
-            require_root(TOOLS),
-            "start the test with `if !require_root(TOOLS) {{ return; }}`"
-        );
-        let t = TempRoot::new();
-        t.write_containerd_config_with(Some(image));
-        let vol = LoopVolume::new(
-            &t.images(),
-            FsKind::Ext4,
-            &unique("cg", 8),
-            &t.volume_path(),
-        );
-        let ctrd = Restartable::start(&t);
-        Node {
-            ctrd,
-            vol,
-            img: PauseImage::new(image),
-            t,
-        }
-    }
-
-    fn oci_archive(&self, corrupt: bool) -> PathBuf {
-        let name = if corrupt {
-            "pause-corrupt.oci.tar"
-        } else {
-            "pause.oci.tar"
-        };
-        self.img.write_oci(&self.t.path().join(name), corrupt)
-    }
-
-    fn import_image(&self) {
-        self.ctrd.ctr_import(&self.oci_archive(false));
-    }
-
-    /// The TKGS order: the volume holds the data (the image), containerd starts on the root
-    /// filesystem's copy of the directory, the volume is mounted over it afterwards.
-    fn tkgs(image: &str) -> Node {
-        let mut n = Node::healthy(image);
-        n.import_image();
-        n.ctrd.stop();
-        drop(n.vol.mount.take());
-        assert!(!is_mount_point(&n.t.volume_path()));
-        n.ctrd.restart_by_hand();
-        n.vol.mount = Some(n.vol.device.mount(&n.t.volume_path(), ""));
-        n
-    }
-
-    /// `[containerd]` with the restart program, plus `extra` tables.
-    fn config(&self, restart: &Path, extra: &str) -> PathBuf {
-        self.t.write_guard_config_raw(&format!(
-            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{extra}\n",
-            self.t.guard_state_dir().display(),
-            self.t.containerd_config().display(),
-            restart.display()
-        ))
-    }
-
-    fn state_file(&self) -> PathBuf {
-        self.t.guard_state_dir().join("runtime.json")
-    }
-
-    #[track_caller]
-    fn kubelet_can_start_a_pod(&self) {
-        if let Err(e) = run_pod_sandbox(&self.t.socket()) {
-            panic!(
-                "RunPodSandbox failed: {e}\ncontainerd log:\n{}",
-                self.ctrd.log_tail()
-            );
-        }
-    }
-}
-
-fn runtime(cfg: &Path) -> Outcome {
-    Guard::with_config(cfg).run(&["--json", "runtime"])
-}
-
-fn has_finding(out: &Outcome, id: &str) -> bool {
-    out.json
-        .as_ref()
-        .and_then(|j| j["findings"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .any(|f| f["id"] == id)
-}
 
 #[test]
 fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
@@ -133,8 +21,10 @@ fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
     n.import_image();
     let pid = n.ctrd.pid();
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let before = n.content();
     let out = runtime(&cfg);
     out.expect(0, "runtime.answers", "pass");
+    before.assert_nothing_lost(&n.content());
     for id in [
         "runtime.version",
         "runtime.plugins",
@@ -250,8 +140,10 @@ fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() 
             archive.display()
         ),
     );
+    let before = n.content();
     let out = runtime(&cfg);
     out.expect(0, "remedy.restart", "pass");
+    before.assert_nothing_lost(&n.content());
     assert_eq!(out.status("remedy.restore-image"), "pass", "{}", out.dump());
     assert_eq!(
         out.status("runtime.sandbox-image"),
@@ -301,9 +193,11 @@ fn s05_image_missing_archive_present_restored_without_pull() {
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
     v.expect(1, "runtime.sandbox-image", "fail")
         .mentions("runtime.sandbox-image", &["not in namespace k8s.io"]);
+    let before = n.content();
     let out = runtime(&cfg);
     out.expect(0, "remedy.restore-image", "pass")
         .mentions("remedy.restore-image", &["Docker", "digests verified"]);
+    before.assert_nothing_lost(&n.content());
     assert!(
         !has_finding(&out, "remedy.pull"),
         "no pull when an archive served:\n{}",
@@ -335,7 +229,9 @@ fn s06_corrupt_archive_refused_then_pulled_from_registry() {
             bad.display()
         ),
     );
+    let before = n.content();
     let out = runtime(&cfg);
+    before.assert_nothing_lost(&n.content());
     out.expect(0, "remedy.restore-image", "warn").mentions(
         "remedy.restore-image",
         &["REFUSED", bad.to_str().unwrap(), "has digest"],
@@ -381,6 +277,7 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
             }
         })
     };
+    let before = n.content();
     let started = Instant::now();
     let out = Guard::with_config(&cfg)
         .env("NOTIFY_SOCKET", notify_path.to_str().unwrap())
@@ -416,6 +313,7 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
         run_pod_sandbox(&n.t.socket()).is_err(),
         "nothing made the node usable"
     );
+    before.assert_nothing_lost(&n.content());
 }
 
 #[test]
@@ -426,6 +324,7 @@ fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8", dead_port()));
     let extra = "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"100ms\"\n\n[hold]\ntimeout = \"3s\"\n";
     let cfg = n.config(&n.ctrd.noop_program(), extra);
+    let before = n.content();
     let mut codes = Vec::new();
     for _ in 0..3 {
         let out = runtime(&cfg);
@@ -464,6 +363,7 @@ fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
     assert_eq!(reset.code, 0, "{}", reset.dump());
     let cfg = n.config(&n.ctrd.restart_program(), extra);
     runtime(&cfg).expect(0, "remedy.restart", "pass");
+    before.assert_nothing_lost(&n.content());
     n.kubelet_can_start_a_pod();
 }
 
@@ -477,6 +377,7 @@ fn s08b_backoff_holds_across_invocations() {
         &n.ctrd.noop_program(),
         "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 3\nbackoff = \"1h\"\n\n[hold]\ntimeout = \"1s\"\n",
     );
+    let before = n.content();
     let first = runtime(&cfg);
     assert_eq!(first.code, 1, "{}", first.dump());
     for _ in 0..3 {
@@ -489,6 +390,7 @@ fn s08b_backoff_holds_across_invocations() {
         1,
         "kubelet's Restart= re-running the gate cannot shorten the backoff"
     );
+    before.assert_nothing_lost(&n.content());
 }
 
 #[test]
@@ -556,6 +458,7 @@ fn s10_corrupt_state_file_means_no_budget_until_reset() {
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     std::fs::create_dir_all(n.t.guard_state_dir()).unwrap();
     std::fs::write(n.state_file(), b"{\"format\": 1, \"boot_id\": tru").unwrap();
+    let before = n.content();
     let out = runtime(&cfg);
     out.expect(4, "remedy.budget", "fail");
     assert!(
@@ -574,6 +477,7 @@ fn s10_corrupt_state_file_means_no_budget_until_reset() {
     assert_eq!(Guard::with_config(&cfg).run(&["reset"]).code, 0);
     runtime(&cfg).expect(0, "remedy.restart", "pass");
     assert_eq!(n.ctrd.restarts(), 1);
+    before.assert_nothing_lost(&n.content());
     n.kubelet_can_start_a_pod();
 }
 
@@ -608,6 +512,7 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
         ),
     );
     let pid = n.ctrd.pid();
+    let before = n.content();
     let out = runtime(&cfg);
     out.expect(1, "runtime.stale", "fail");
     out.mentions("remedy.restart", &["refused", &pod, "--force"]);
@@ -636,6 +541,7 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
         out.dump()
     );
     assert_eq!(n.ctrd.restarts(), 1);
+    before.assert_nothing_lost(&n.content());
     n.kubelet_can_start_a_pod();
 }
 
@@ -660,7 +566,12 @@ fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
     };
     n.import_image();
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let before = ContentSnapshot::take(&n.t.path().join("data/containerd"), Some(&n.t.socket()));
     let out = runtime(&cfg);
+    before.assert_nothing_lost(&ContentSnapshot::take(
+        &n.t.path().join("data/containerd"),
+        Some(&n.t.socket()),
+    ));
     out.expect(0, "runtime.stale", "pass")
         .mentions("runtime.stale", &["data/containerd"]);
     assert_eq!(n.ctrd.restarts(), 0, "never restart a healthy containerd");
@@ -682,10 +593,12 @@ fn s13_no_restart_without_a_durable_record() {
         n.t.containerd_config().display(),
         n.ctrd.restart_program().display()
     ));
+    let before = n.content();
     let out = runtime(&cfg);
     out.expect(1, "remedy.budget", "fail")
         .mentions("remedy.budget", &["cannot be recorded"]);
     assert_eq!(n.ctrd.restarts(), 0);
+    before.assert_nothing_lost(&n.content());
 }
 
 #[test]
@@ -739,33 +652,6 @@ fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
     );
 }
 
-/// Writes an executable script, atomically (a rename), so it can replace one a config names.
-fn write_script(path: &Path, body: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = path.with_extension("new");
-    std::fs::write(&tmp, body).unwrap();
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
-/// Lines in a log file a restart script appends to (0 when it never ran).
-fn lines_in(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-/// The `restarts` array of the state file, read as the guard wrote it.
-fn recorded_restarts(n: &Node) -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(n.state_file())
-        .unwrap_or_else(|e| panic!("{}: {e}", n.state_file().display()));
-    let j: serde_json::Value = serde_json::from_str(&text).expect("state file is JSON");
-    j["restarts"]
-        .as_array()
-        .cloned()
-        .unwrap_or_else(|| panic!("no restarts array in {text}"))
-}
-
 #[test]
 fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
     if !require_root(TOOLS) {
@@ -792,6 +678,7 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
         "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 3\n\n[hold]\ntimeout = \"60s\"\n",
     );
     let pid = n.ctrd.pid();
+    let before = n.content();
     let g = Guard::with_config(&cfg);
     let started = Instant::now();
     // Spawned back to back: they all start within a few milliseconds of each other.
@@ -851,6 +738,7 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
     let outcome = restarts[0]["outcome"].as_str().unwrap_or("");
     assert!(outcome.contains("exited 0"), "{restarts:?}");
     assert!(took < Duration::from_secs(30), "bounded: {took:?}\n{all}");
+    before.assert_nothing_lost(&n.content());
     n.kubelet_can_start_a_pod();
 }
 
@@ -878,6 +766,7 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
          [hold]\ntimeout = \"60s\"\n",
     );
     let lock_file = n.t.guard_state_dir().join("repair.lock");
+    let before = n.content();
     let mut first = Guard::with_config(&cfg).spawn(&["--json", "runtime"]);
     let guard_pid = first.pid() as i32;
     let hung = KillOnDrop {
@@ -971,6 +860,7 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
     assert_ne!(n.ctrd.pid(), stale_pid);
     assert_eq!(recorded_restarts(&n).len(), 2);
     assert!(flock_holders(&lock_file).is_empty(), "released at exit");
+    before.assert_nothing_lost(&n.content());
     n.kubelet_can_start_a_pod();
 }
 
@@ -1048,6 +938,7 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
     );
     let cfg = n.config(&n.ctrd.restart_program(), &extra);
     let exporter = NodeExporter::start(&dir);
+    let before = n.content();
 
     // A stale containerd seen by a read-only verify.
     Guard::with_config(&cfg).run(&["verify"]);
@@ -1099,6 +990,10 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
     vol.mount = Some(vol.device.mount(&n.t.volume_path(), ""));
     let out = runtime(&cfg);
     assert_eq!(out.code, 4, "{}", out.dump());
+    before.assert_nothing_lost(&ContentSnapshot::take(
+        &n.t.volume_path(),
+        Some(&n.t.socket()),
+    ));
     let scraped = exporter.scrape();
     assert!(
         scraped.lines().any(|l| l == "containerd_guard_terminal 1"),

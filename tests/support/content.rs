@@ -96,7 +96,13 @@ fn blobs(root: &Path) -> Blobs {
     };
     for entry in entries {
         let entry = entry.expect("read the content store");
-        let bytes = std::fs::read(entry.path()).expect("read a blob");
+        // containerd's GC may remove a blob between the listing and the read (`ctr images
+        // import` leaves the archive's own index unreferenced): then it is not there.
+        let bytes = match std::fs::read(entry.path()) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("read the blob {}: {e}", entry.path().display()),
+        };
         let name = entry.file_name().to_string_lossy().into_owned();
         sums.insert(name.clone(), hex::encode(Sha256::digest(&bytes)));
         refs.insert(name, named_blobs(&bytes));

@@ -47,6 +47,7 @@ pub mod guard;
 pub mod hygiene;
 pub mod locks;
 pub mod mounts;
+pub mod node;
 pub mod poll;
 pub mod runtime;
 pub mod temproot;

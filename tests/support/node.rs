@@ -1,0 +1,147 @@
+//! A phase-2 test node on real components, shared by tests/runtime.rs and
+//! tests/faults_runtime.rs: containerd on a temp tree's paths (restartable through a
+//! restart program), a loop-mounted ext4 volume at its root, a pause image built here.
+
+use super::runtime::*;
+use super::*;
+use std::path::{Path, PathBuf};
+
+pub const TOOLS: &[&str] = &[
+    "containerd",
+    "ctr",
+    "runc",
+    "gcc",
+    "mkfs.ext4",
+    "losetup",
+    "mount",
+];
+
+/// A test node: containerd on `t`'s paths (dropped first), the volume, the tree.
+pub struct Node {
+    pub ctrd: Restartable,
+    pub vol: LoopVolume,
+    pub img: PauseImage,
+    pub t: TempRoot,
+}
+
+impl Node {
+    /// The volume's content store and, while containerd answers, its images: take one
+    /// before the guard acts and compare with [`ContentSnapshot::assert_nothing_lost`].
+    pub fn content(&self) -> ContentSnapshot {
+        ContentSnapshot::take(&self.t.volume_path(), Some(&self.t.socket()))
+    }
+
+    /// The volume mounted at containerd's root, containerd started on it. `image` is the
+    /// sandbox image name written into containerd's config.
+    pub fn healthy(image: &str) -> Node {
+        assert!(
+            require_root(TOOLS),
+            "start the test with `if !require_root(TOOLS) {{ return; }}`"
+        );
+        let t = TempRoot::new();
+        t.write_containerd_config_with(Some(image));
+        let vol = LoopVolume::new(
+            &t.images(),
+            FsKind::Ext4,
+            &unique("cg", 8),
+            &t.volume_path(),
+        );
+        let ctrd = Restartable::start(&t);
+        Node {
+            ctrd,
+            vol,
+            img: PauseImage::new(image),
+            t,
+        }
+    }
+
+    pub fn oci_archive(&self, corrupt: bool) -> PathBuf {
+        let name = if corrupt {
+            "pause-corrupt.oci.tar"
+        } else {
+            "pause.oci.tar"
+        };
+        self.img.write_oci(&self.t.path().join(name), corrupt)
+    }
+
+    pub fn import_image(&self) {
+        self.ctrd.ctr_import(&self.oci_archive(false));
+    }
+
+    /// The TKGS order: the volume holds the data (the image), containerd starts on the root
+    /// filesystem's copy of the directory, the volume is mounted over it afterwards.
+    pub fn tkgs(image: &str) -> Node {
+        let mut n = Node::healthy(image);
+        n.import_image();
+        n.ctrd.stop();
+        drop(n.vol.mount.take());
+        assert!(!is_mount_point(&n.t.volume_path()));
+        n.ctrd.restart_by_hand();
+        n.vol.mount = Some(n.vol.device.mount(&n.t.volume_path(), ""));
+        n
+    }
+
+    /// `[containerd]` with the restart program, plus `extra` tables.
+    pub fn config(&self, restart: &Path, extra: &str) -> PathBuf {
+        self.t.write_guard_config_raw(&format!(
+            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{extra}\n",
+            self.t.guard_state_dir().display(),
+            self.t.containerd_config().display(),
+            restart.display()
+        ))
+    }
+
+    pub fn state_file(&self) -> PathBuf {
+        self.t.guard_state_dir().join("runtime.json")
+    }
+
+    #[track_caller]
+    pub fn kubelet_can_start_a_pod(&self) {
+        if let Err(e) = run_pod_sandbox(&self.t.socket()) {
+            panic!(
+                "RunPodSandbox failed: {e}\ncontainerd log:\n{}",
+                self.ctrd.log_tail()
+            );
+        }
+    }
+}
+
+pub fn runtime(cfg: &Path) -> Outcome {
+    Guard::with_config(cfg).run(&["--json", "runtime"])
+}
+
+pub fn has_finding(out: &Outcome, id: &str) -> bool {
+    out.json
+        .as_ref()
+        .and_then(|j| j["findings"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .any(|f| f["id"] == id)
+}
+
+/// Writes an executable script, atomically (a rename), so it can replace one a config names.
+pub fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, body).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Lines in a log file a restart script appends to (0 when it never ran).
+pub fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// The `restarts` array of the state file, read as the guard wrote it.
+pub fn recorded_restarts(n: &Node) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(n.state_file())
+        .unwrap_or_else(|e| panic!("{}: {e}", n.state_file().display()));
+    let j: serde_json::Value = serde_json::from_str(&text).expect("state file is JSON");
+    j["restarts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("no restarts array in {text}"))
+}
