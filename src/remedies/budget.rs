@@ -173,6 +173,25 @@ mod tests {
         }
     }
 
+    /// The records carry wall-clock time (`unix`) for people; the decision reads only the
+    /// boot clock, so the wall clock jumping (NTP at boot, an operator's `date -s`) between
+    /// two guards neither shortens nor stretches the backoff.
+    #[test]
+    fn a_wall_clock_jump_does_not_change_the_backoff() {
+        let s = Duration::from_secs;
+        for unix in [0, 1_700_000_000, 4_000_000_000, u64::MAX] {
+            let mut st = restarted_at(&[100]);
+            st.restarts[0].unix = unix;
+            let wait = Decision::Wait {
+                left: s(5),
+                attempt: 2,
+            };
+            assert_eq!(decide(&settings(3), &st, s(105)), wait, "unix {unix}");
+            let go = Decision::Allowed { attempt: 2 };
+            assert_eq!(decide(&settings(3), &st, s(110)), go, "unix {unix}");
+        }
+    }
+
     #[test]
     fn backoff_is_capped() {
         let st = settings(100);

@@ -83,3 +83,89 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Stri
         Err(e) => Err(format!("`{}`: {e}", argv.join(" "))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn argv(script: &str) -> Vec<String> {
+        ["/bin/sh", "-c", script].map(String::from).to_vec()
+    }
+
+    /// Whether `pid` still runs (a zombie waiting to be reaped does not).
+    fn runs(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next())
+                    != Some("Z")
+            })
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn a_hanging_command_is_killed_at_its_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let script = format!("echo $$ > '{}'; exec sleep 600", pid_file.display());
+        let started = Instant::now();
+        let err = block_on(run_argv(&argv(&script), Duration::from_millis(500))).unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            err.contains("did not finish within") && err.contains("killed"),
+            "{err}"
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "bounded by its timeout: {took:?}"
+        );
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SIGKILL is sent on drop; the kernel ends the process promptly.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while runs(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            !runs(pid),
+            "the hung command {pid} still runs after its timeout"
+        );
+    }
+
+    #[test]
+    fn a_failing_command_reports_its_status_and_output_tail() {
+        let err = block_on(run_argv(
+            &argv("echo one; echo 'Job failed' >&2; exit 1"),
+            Duration::from_secs(10),
+        ))
+        .unwrap_err();
+        assert!(err.contains("failed (exit status: 1)"), "{err}");
+        assert!(err.contains("Job failed"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_command_is_an_error_naming_it() {
+        let err = block_on(run_argv(
+            &["/nonexistent/restart-containerd".to_string()],
+            Duration::from_secs(10),
+        ))
+        .unwrap_err();
+        assert!(
+            err.contains("cannot run /nonexistent/restart-containerd"),
+            "{err}"
+        );
+    }
+}
