@@ -1,0 +1,97 @@
+//! docs/faults.md cannot rot: every test a row cites (`path::test_name`) exists in that
+//! file of the repository, every row cites one, every group is there, and the matrix has at
+//! least 30 rows. A group still waiting for its rows holds only the placeholder comment.
+
+use std::path::Path;
+
+const GROUPS: &[&str] = &[
+    "containerd",
+    "socket",
+    "restart command",
+    "state",
+    "volume",
+    "archives",
+    "registry",
+    "config inputs",
+    "concurrency",
+    "clock",
+];
+
+fn doc() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/faults.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The table rows (not the header or its separator).
+fn rows(doc: &str) -> Vec<&str> {
+    doc.lines()
+        .filter(|l| l.starts_with('|'))
+        .filter(|l| !l.starts_with("| fault ") && !l.starts_with("|---"))
+        .collect()
+}
+
+/// Every `` `path::name` `` in a row's last cell.
+fn cited(row: &str) -> Vec<(String, String)> {
+    let last = row.trim_end_matches('|').rsplit('|').next().unwrap_or("");
+    last.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|c| c.split_once("::"))
+        .map(|(p, n)| (p.to_string(), n.to_string()))
+        .collect()
+}
+
+/// The citations of `doc` that do not name a test in the repository; panics on a row that
+/// cites none.
+fn missing_in(doc: &str) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    for row in rows(doc) {
+        let tests = cited(row);
+        assert!(!tests.is_empty(), "a row cites no `file::test`: {row}");
+        for (file, name) in tests {
+            let text = std::fs::read_to_string(root.join(&file)).unwrap_or_default();
+            if !text.contains(&format!("fn {name}(")) {
+                missing.push(format!("{file}::{name}"));
+            }
+        }
+    }
+    missing
+}
+
+#[test]
+fn every_cited_test_exists() {
+    let missing = missing_in(&doc());
+    assert!(
+        missing.is_empty(),
+        "docs/faults.md cites tests that do not exist:\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+#[test]
+fn every_group_is_there_and_the_matrix_has_at_least_30_rows() {
+    let doc = doc();
+    for g in GROUPS {
+        assert!(
+            doc.lines().any(|l| l == format!("## {g}")),
+            "no `## {g}` group in docs/faults.md"
+        );
+    }
+    let n = rows(&doc).len();
+    assert!(n >= 30, "docs/faults.md has {n} rows, fewer than 30");
+}
+
+#[test]
+fn the_check_finds_a_renamed_test_and_a_missing_file() {
+    let doc = "## x\n\n| fault | does | test |\n|---|---|---|\n\
+               | a | b | `tests/faults_doc.rs::every_cited_test_exists`, `tests/faults_doc.rs::renamed_away` |\n\
+               | c | d | `tests/no_such_file.rs::every_cited_test_exists` |\n";
+    assert_eq!(
+        missing_in(doc),
+        vec![
+            "tests/faults_doc.rs::renamed_away".to_string(),
+            "tests/no_such_file.rs::every_cited_test_exists".to_string()
+        ]
+    );
+}
