@@ -318,6 +318,58 @@ fn restart_command_missing_is_reported_counted_and_terminal() {
     before.assert_nothing_lost(&n.content());
 }
 
+/// A restart command stuck (like `systemctl restart` behind a stop job that never ends):
+/// killed at `[containerd] restart_timeout`, counted, the guard goes on and ends terminal.
+#[test]
+fn restart_command_hanging_is_killed_at_its_timeout() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let hanging = t.path().join("restart-hanging");
+    let pids = t.path().join("pids");
+    write_script(
+        &hanging,
+        &format!(
+            "#!/bin/sh\necho $$ >> '{}'\nexec sleep 600\n",
+            pids.display()
+        ),
+    );
+    let (n, cfg, before) = stale_with_restart("hang", &hanging);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let cfg = n.t.write_guard_config_raw(
+        &text.replace("[containerd]\n", "[containerd]\nrestart_timeout = \"2s\"\n"),
+    );
+    let pid = n.ctrd.pid();
+    let out = runtime(&cfg);
+    println!(
+        "hanging restart command: guard ended after {:?}",
+        out.elapsed
+    );
+    out.expect(4, "runtime.stale", "fail")
+        .mentions("remedy.restart", &["did not finish within 2s", "killed"])
+        .mentions("remedy.budget", &["TERMINAL"]);
+    assert_eq!(lines_in(&pids), 2, "run exactly restart_budget times");
+    for hung in std::fs::read_to_string(&pids).unwrap().lines() {
+        let stat = std::fs::read_to_string(format!("/proc/{hung}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        assert!(
+            matches!(state, None | Some("Z")),
+            "the hung restart command {hung} still runs: {stat}"
+        );
+    }
+    assert!(
+        out.elapsed < Duration::from_secs(2 * 2 + 20),
+        "{:?}",
+        out.elapsed
+    );
+    assert_eq!(n.ctrd.pid(), pid);
+    before.assert_nothing_lost(&n.content());
+}
+
 #[test]
 fn restart_command_failing_is_reported_with_its_exit_status_and_terminal() {
     if !require_root(TOOLS) {

@@ -72,6 +72,8 @@ pub struct ContainerdSettings {
     pub wait: Duration,
     /// Argument vector run to restart containerd; never a shell.
     pub restart: Vec<String>,
+    /// How long the restart command may run before it is killed.
+    pub restart_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +145,7 @@ impl Default for Settings {
                 restart: ["systemctl", "restart", "containerd.service"]
                     .map(String::from)
                     .to_vec(),
+                restart_timeout: Duration::from_secs(120),
             },
             volume: VolumeSettings {
                 device: None,
@@ -186,6 +189,7 @@ const KEYS: &[&str] = &[
     "containerd.socket",
     "containerd.wait",
     "containerd.restart",
+    "containerd.restart_timeout",
     "volume.device",
     "volume.fstypes",
     "volume.allow",
@@ -249,6 +253,16 @@ fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
                 return Err((k, "must name a program, e.g. [\"systemctl\", \"restart\", \"containerd.service\"]".into()));
             }
             s.containerd.restart = argv;
+        }
+        "containerd.restart_timeout" => {
+            let d = duration(&k, v)?;
+            if d.is_zero() {
+                return Err((
+                    k,
+                    "must be more than 0s (the restart command is killed after it)".into(),
+                ));
+            }
+            s.containerd.restart_timeout = d;
         }
         "volume.device" => {
             let text = string(&k, v)?;
@@ -323,6 +337,7 @@ pub fn render(s: &Settings) -> Vec<(String, String)> {
         s.containerd.socket.as_ref().map(p).unwrap_or(unset.clone()),
         q(&format_duration(s.containerd.wait)),
         list(&s.containerd.restart),
+        q(&format_duration(s.containerd.restart_timeout)),
         s.volume
             .device
             .as_ref()

@@ -41,6 +41,10 @@ fn no_file_at_all_gives_working_defaults() {
     assert_eq!(loaded.settings.volume.fstypes, vec!["ext4", "xfs"]);
     assert_eq!(loaded.settings.volume.wait, Duration::from_secs(90));
     assert_eq!(
+        loaded.settings.containerd.restart_timeout,
+        Duration::from_secs(120)
+    );
+    assert_eq!(
         loaded.settings.state_dir,
         PathBuf::from("/run/containerd-guard")
     );
@@ -205,6 +209,11 @@ fn every_error_names_file_key_and_what_is_accepted() {
             "[containerd]\nrestart = []\n",
             "containerd.restart",
             "must name a program",
+        ),
+        (
+            "[containerd]\nrestart_timeout = \"0s\"\n",
+            "containerd.restart_timeout",
+            "must be more than 0s",
         ),
         (
             "[sandbox]\narchives = [\"pause.tar\"]\n",

@@ -22,8 +22,6 @@ const VERIFY_WAIT: Duration = Duration::from_secs(5);
 const TERMINAL_WAIT: Duration = Duration::from_secs(1);
 /// The longest pause between two tries of a busy repair lock.
 const LOCK_POLL_MAX: Duration = Duration::from_millis(100);
-/// How long a restart command may run.
-pub const RESTART_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
 enum Step {
     Begin,
@@ -194,7 +192,7 @@ impl<'a, W: World> Machine<'a, W> {
     async fn lock(&mut self) -> Result<(), End> {
         let bound = match self.mode.hold {
             true => self.left(),
-            false => RESTART_COMMAND_TIMEOUT + self.s.containerd.wait,
+            false => self.s.containerd.restart_timeout + self.s.containerd.wait,
         };
         let give_up = self.w.now() + bound;
         // A short cap: waiters that started together would otherwise be let through one
@@ -539,7 +537,7 @@ impl<'a, W: World> Machine<'a, W> {
         crate::notify::status(&format!(
             "restarting containerd ({why}), attempt {attempt} of {budget}"
         ));
-        crate::notify::extend_timeout(RESTART_COMMAND_TIMEOUT + self.s.containerd.wait);
+        crate::notify::extend_timeout(self.s.containerd.restart_timeout + self.s.containerd.wait);
         let old_pid = self.w.containerd_pid();
         // Counted before it runs: a crash mid-restart must not refund the budget. A restart
         // the state file does not remember would not count: without a record, no restart.

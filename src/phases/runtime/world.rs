@@ -3,7 +3,6 @@
 //! [`Node`] is the real one; the tests use a fake.
 
 use super::decide::{Observation, Scope};
-use super::machine::RESTART_COMMAND_TIMEOUT;
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules as leaked_rules;
@@ -305,7 +304,8 @@ impl World for Node<'_> {
 
     async fn restart(&mut self) -> Result<String, String> {
         self.conn = None;
-        run_argv(&self.settings.containerd.restart, RESTART_COMMAND_TIMEOUT).await
+        let c = &self.settings.containerd;
+        run_argv(&c.restart, c.restart_timeout).await
     }
 
     fn archive_present(&self, archive: &Path) -> bool {
