@@ -7,6 +7,7 @@
 
 mod fragments;
 mod schema;
+pub mod trust;
 pub mod units;
 
 pub use fragments::find_fragments;
@@ -77,40 +78,27 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// A guard config is a few hundred bytes; a file larger than this is not one.
+const MAX_CONFIG: u64 = 1 << 20;
+
 /// Loads the layered configuration, or exactly `explicit` when given (`--config FILE`).
+/// Every file is read only when no other user could have written it ([`trust`]), and so
+/// is every `[sandbox] archives` file that exists already.
 pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError> {
+    let whole = |file: &Path, problem: String| ConfigError {
+        file: file.to_path_buf(),
+        key: String::new(),
+        problem,
+    };
     let files = match explicit {
-        Some(file) => {
-            if !file.is_file() {
-                return Err(ConfigError {
-                    file: file.to_path_buf(),
-                    key: String::new(),
-                    problem: "no such file (given with --config); drop --config to use the \
-                              layered search"
-                        .into(),
-                });
-            }
-            vec![file.to_path_buf()]
-        }
-        None => find_fragments(&host.config_dirs()).map_err(|(file, e)| ConfigError {
-            file,
-            key: String::new(),
-            problem: format!("cannot read: {e}"),
-        })?,
+        Some(file) => vec![file.to_path_buf()],
+        None => find_fragments(&host.config_dirs())
+            .map_err(|(file, e)| whole(&file, format!("cannot read: {e}")))?,
     };
     let mut settings = Settings::default();
     let mut sources = BTreeMap::new();
     for file in &files {
-        let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
-            file: file.clone(),
-            key: String::new(),
-            problem: format!("cannot read: {e}"),
-        })?;
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
-            file: file.clone(),
-            key: String::new(),
-            problem: format!("not valid TOML: {}", e.message().trim()),
-        })?;
+        let table = read_table(file, explicit.is_some()).map_err(|p| whole(file, p))?;
         for key in schema::apply(&mut settings, &table).map_err(|(key, problem)| ConfigError {
             file: file.clone(),
             key,
@@ -119,11 +107,53 @@ pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError>
             sources.insert(key, Source::File(file.clone()));
         }
     }
-    Ok(Loaded {
+    let loaded = Loaded {
         settings,
         sources,
         files,
-    })
+    };
+    check_archives(host, &loaded)?;
+    Ok(loaded)
+}
+
+/// One fragment, opened and judged through one descriptor, read (bounded) and parsed.
+fn read_table(file: &Path, explicit: bool) -> Result<toml::Table, String> {
+    let opened = trust::open_trusted(file).map_err(|e| match e {
+        trust::Distrust::Missing if explicit => {
+            "no such file (given with --config); drop --config to use the layered search"
+                .to_string()
+        }
+        trust::Distrust::Missing => "cannot read: no such file (removed while read?)".into(),
+        other => other.to_string(),
+    })?;
+    let bytes = trust::read_capped(opened, file, MAX_CONFIG)?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    text.parse()
+        .map_err(|e: toml::de::Error| format!("not valid TOML: {}", e.message().trim()))
+}
+
+/// An archive that exists now and that another user could have written is refused with
+/// the config, before anything is checked or changed. One that does not exist yet may
+/// appear later: it is judged again when it is opened to be imported
+/// ([`crate::remedies::restore`]).
+fn check_archives(host: &Host, loaded: &Loaded) -> Result<(), ConfigError> {
+    let listed_in = loaded.source_of("sandbox.archives").to_string();
+    for archive in &loaded.settings.sandbox.archives {
+        let on_host = host.path(archive);
+        if let Err(trust::Distrust::Untrusted(problem)) = trust::open_trusted(&on_host) {
+            return Err(ConfigError {
+                file: on_host,
+                key: "sandbox.archives".into(),
+                problem: format!("{problem} (listed in {listed_in})"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `guard config`: every key, its effective value and where it came from.

@@ -20,8 +20,15 @@ impl Tree {
         let p = self.host().path(host_path);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, text).unwrap();
+        // As a package installs it, whatever the umask of whoever runs the tests.
+        chmod(&p, 0o644);
         p
     }
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
 }
 
 fn error_of(text: &str) -> ConfigError {
@@ -273,4 +280,91 @@ fn device_specs() {
     ] {
         assert_eq!(DeviceSpec::parse(text), want, "{text}");
     }
+}
+
+#[test]
+fn fragment_that_is_not_utf8_names_the_file() {
+    let t = Tree::new();
+    let file = t.host().path("/etc/containerd-guard/config.d/50-x.toml");
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    fs::write(&file, b"[volume]\nwait = \"1\xffs\"\n").unwrap();
+    let err = load(&t.host(), None).unwrap_err();
+    assert_eq!(err.file, file);
+    assert!(err.problem.contains("not UTF-8"), "{err}");
+}
+
+#[test]
+fn fragment_that_is_a_symlink_loop_names_the_file() {
+    let t = Tree::new();
+    let dir = t.host().path("/etc/containerd-guard/config.d");
+    fs::create_dir_all(&dir).unwrap();
+    // `ln -s b 50-a.toml; ln -s 50-a.toml b`: only 50-a.toml is a fragment.
+    std::os::unix::fs::symlink("b", dir.join("50-a.toml")).unwrap();
+    std::os::unix::fs::symlink("50-a.toml", dir.join("b")).unwrap();
+    let err = load(&t.host(), None).unwrap_err();
+    assert_eq!(err.file, dir.join("50-a.toml"));
+    assert!(err.problem.contains("symbolic links"), "{err}");
+}
+
+#[test]
+fn fragment_writable_by_group_or_others_is_refused_with_the_fix() {
+    for mode in [0o664, 0o646] {
+        let t = Tree::new();
+        let file = t.write("/etc/containerd-guard/config.d/50-x.toml", "");
+        chmod(&file, mode);
+        let err = load(&t.host(), None).unwrap_err();
+        assert_eq!(err.file, file);
+        let shown = err.to_string();
+        assert!(shown.contains("writable by group or others"), "{shown}");
+        assert!(shown.contains(&format!("mode {mode:04o}")), "{shown}");
+        assert!(shown.contains("chmod go-w"), "{shown}");
+    }
+}
+
+#[test]
+fn fragment_directory_writable_by_others_is_refused_unless_sticky() {
+    let t = Tree::new();
+    let file = t.write("/etc/containerd-guard/config.d/50-x.toml", "");
+    let dir = file.parent().unwrap();
+    chmod(dir, 0o777);
+    let err = load(&t.host(), None).unwrap_err();
+    assert!(err.problem.contains(&*dir.to_string_lossy()), "{err}");
+    assert!(err.problem.contains("sticky"), "{err}");
+    chmod(dir, 0o1777);
+    assert!(
+        load(&t.host(), None).is_ok(),
+        "sticky: only owners replace files"
+    );
+}
+
+#[test]
+fn huge_fragment_is_refused_unread() {
+    let t = Tree::new();
+    let file = t.write("/etc/containerd-guard/config.d/50-x.toml", "");
+    fs::write(&file, vec![b'#'; (MAX_CONFIG + 1) as usize]).unwrap();
+    let err = load(&t.host(), None).unwrap_err();
+    assert!(err.problem.contains("larger than"), "{err}");
+}
+
+#[test]
+fn an_existing_archive_is_judged_with_the_config_a_missing_one_later() {
+    let t = Tree::new();
+    let archive = t.write("/usr/lib/containerd-guard/images/pause.tar", "");
+    let cfg = t.write(
+        "/etc/containerd-guard/config.d/50-x.toml",
+        "[sandbox]\narchives = [\"/usr/lib/containerd-guard/images/pause.tar\", \"/later.tar\"]\n",
+    );
+    assert!(
+        load(&t.host(), None).is_ok(),
+        "root's 0644 archive, one not there yet"
+    );
+    chmod(&archive, 0o666);
+    let err = load(&t.host(), None).unwrap_err();
+    assert_eq!(err.file, archive);
+    assert_eq!(err.key, "sandbox.archives");
+    assert!(
+        err.problem.contains(&*cfg.to_string_lossy()),
+        "names where it is listed: {err}"
+    );
+    assert!(err.problem.contains("chown root:"), "{err}");
 }

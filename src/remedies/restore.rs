@@ -3,13 +3,16 @@
 //! `ctr images import` (argv, no shell), then named as configured.
 
 use super::command::run_argv;
+use crate::config::trust::{self, Distrust};
 use crate::containerd::archive;
 use crate::containerd::client::{Conn, K8S_NS};
 use crate::containerd::image;
 use containerd_client::services::v1::images_client::ImagesClient;
 use containerd_client::services::v1::{CreateImageRequest, Image};
 use containerd_client::types::Descriptor;
-use std::path::Path;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +33,19 @@ pub async fn import_archive(
     snapshotter: &str,
     timeout: Duration,
 ) -> Import {
-    let verified = match verify(path, wanted) {
+    // Judged and read through one descriptor; `ctr` is given that same open file
+    // (`/proc/<guard>/fd/N`), so what is imported is what was judged and verified, even if
+    // the path is replaced meanwhile.
+    let file = match open_archive(path) {
+        Ok(f) => f,
+        Err(e) => return Import::Refused(e),
+    };
+    let same_file = PathBuf::from(format!(
+        "/proc/{}/fd/{}",
+        std::process::id(),
+        file.as_raw_fd()
+    ));
+    let verified = match verify(&same_file, path, wanted) {
         Ok(v) => v,
         Err(e) => return Import::Refused(e),
     };
@@ -44,7 +59,7 @@ pub async fn import_archive(
         "import",
         "--snapshotter",
         snapshotter,
-        &path.display().to_string(),
+        &same_file.display().to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -52,6 +67,7 @@ pub async fn import_archive(
     if let Err(e) = run_argv(&argv, timeout).await {
         return Import::Failed(e);
     }
+    drop(file);
     let how = format!(
         "imported {} ({:?}, digests verified)",
         path.display(),
@@ -64,11 +80,26 @@ pub async fn import_archive(
     }
 }
 
+/// The archive, opened once, when no other user could have written it (the rule of
+/// [`trust`]: root's own file, not writable by group or others, in directories only root
+/// can change). It was judged already when the config was loaded if it existed then; one
+/// that appeared later is judged here. Refusing it here is a failed remedy (a finding
+/// naming the file, its owner and mode), not a configuration error: by now the guard may
+/// have acted, and `guard runtime` goes on to pull the image or holds, honestly unusable.
+fn open_archive(path: &Path) -> Result<File, String> {
+    trust::open_trusted(path).map_err(|e| match e {
+        Distrust::Missing => format!("{}: no such file", path.display()),
+        Distrust::Unreadable(e) | Distrust::Untrusted(e) => e,
+    })
+}
+
 /// Checks every blob of the archive against its digest before anything is imported.
-fn verify(path: &Path, wanted: &str) -> Result<archive::Verified, String> {
+/// `open` is the path read (the opened descriptor), `named` the one the errors name.
+fn verify(open: &Path, named: &Path, wanted: &str) -> Result<archive::Verified, String> {
     let arch = crate::containerd::oci::oci_arch(std::env::consts::ARCH);
-    let files = archive::read_tar(path)?;
-    archive::verify(&files, wanted, "linux", arch).map_err(|e| format!("{}: {e}", path.display()))
+    let rename = |e: String| e.replace(&*open.to_string_lossy(), &named.to_string_lossy());
+    let files = archive::read_tar(open).map_err(rename)?;
+    archive::verify(&files, wanted, "linux", arch).map_err(|e| format!("{}: {e}", named.display()))
 }
 
 /// Names the imported image as configured when the archive called it something else.

@@ -199,6 +199,9 @@ state = "{state}"
     pub fn write_guard_config_raw(&self, text: &str) -> PathBuf {
         let p = self.guard_config_path();
         std::fs::write(&p, text).expect("write guard config");
+        // The guard refuses a config another user could write: 0644 whatever the umask.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         p
     }
 }

@@ -671,7 +671,7 @@ impl<'a, W: World> Machine<'a, W> {
                 }
                 Import::Refused(why) => {
                     self.record(&item, "refused-archive", &why);
-                    tried.push(format!("REFUSED (digest verification failed): {why}"));
+                    tried.push(format!("REFUSED: {why}"));
                 }
                 Import::Failed(why) => {
                     self.record(&item, "import", &format!("failed: {why}"));
