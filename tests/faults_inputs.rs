@@ -1,0 +1,395 @@
+//! The fault matrix around the guard's own inputs and state (issue 10), on real
+//! components: config files and archives another user could write, config fragments that
+//! cannot be read, `state_dir` and the state file broken in every way, and containerd's
+//! socket path that is not a socket. Each case that reaches a real containerd ends with
+//! the "nothing lost" check of its content store and images. Root only
+//! (`sudo scripts/test`), except the fragment faults, which need nothing but the binary.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use support::runtime::*;
+use support::*;
+
+const TOOLS: &[&str] = &[
+    "containerd",
+    "ctr",
+    "runc",
+    "gcc",
+    "mkfs.ext4",
+    "losetup",
+    "mount",
+];
+
+fn chmod(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn chown(p: &Path, uid: u32) {
+    std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap();
+}
+
+/// A node in the TKGS order (tests/runtime.rs s02): the volume holds the sandbox image,
+/// containerd runs on the root filesystem's copy of its root with the volume mounted over
+/// it. A guard that trusts its inputs restarts it (see
+/// `trusted_root_owned_inputs_are_read_and_the_guard_acts`); every refusal must not.
+struct Node {
+    ctrd: Restartable,
+    vol: LoopVolume,
+    img: PauseImage,
+    t: TempRoot,
+}
+
+impl Node {
+    /// containerd on the volume, the image not imported (yet).
+    fn healthy(tag: &str) -> Node {
+        let t = TempRoot::new();
+        let image = format!("127.0.0.1:{}/guard/pause:{tag}", dead_port());
+        t.write_containerd_config_with(Some(&image));
+        let vol = LoopVolume::new(
+            &t.images(),
+            FsKind::Ext4,
+            &unique("cg", 8),
+            &t.volume_path(),
+        );
+        let ctrd = Restartable::start(&t);
+        Node {
+            ctrd,
+            vol,
+            img: PauseImage::new(&image),
+            t,
+        }
+    }
+
+    fn tkgs(tag: &str) -> Node {
+        let mut n = Node::healthy(tag);
+        n.ctrd.ctr_import(&n.archive());
+        n.ctrd.stop();
+        drop(n.vol.mount.take());
+        n.ctrd.restart_by_hand();
+        n.vol.mount = Some(n.vol.device.mount(&n.t.volume_path(), ""));
+        n
+    }
+
+    /// A good OCI archive of the sandbox image, root's, 0644.
+    fn archive(&self) -> PathBuf {
+        let p = self
+            .img
+            .write_oci(&self.t.path().join("pause.oci.tar"), false);
+        chmod(&p, 0o644);
+        p
+    }
+
+    fn content(&self) -> ContentSnapshot {
+        ContentSnapshot::take(&self.t.volume_path(), Some(&self.t.socket()))
+    }
+
+    /// The guard's whole config: this tree's containerd, the restart program, `extra`.
+    fn config_text(&self, restart: &Path, extra: &str) -> String {
+        format!(
+            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{extra}\n",
+            self.t.guard_state_dir().display(),
+            self.t.containerd_config().display(),
+            restart.display()
+        )
+    }
+
+    fn config(&self, extra: &str) -> PathBuf {
+        let text = self.config_text(&self.ctrd.restart_program(), extra);
+        self.t.write_guard_config_raw(&text)
+    }
+
+    /// Nothing was done: no restart, the same containerd, no state written, no content
+    /// lost.
+    #[track_caller]
+    fn assert_untouched(&self, pid: i32, before: &ContentSnapshot) {
+        assert_eq!(self.ctrd.restarts(), 0, "nothing may be restarted");
+        assert_eq!(self.ctrd.pid(), pid, "the same containerd runs");
+        let state = self.t.guard_state_dir().join("runtime.json");
+        assert!(!state.exists(), "nothing recorded: {}", state.display());
+        before.assert_nothing_lost(&self.content());
+    }
+}
+
+fn runtime(cfg: &Path) -> Outcome {
+    Guard::with_config(cfg).run(&["--json", "runtime"])
+}
+
+/// Exit 3, and the message names every one of `needles` (the file, owner, mode, fix).
+#[track_caller]
+fn expect_config_error(out: &Outcome, needles: &[&str]) {
+    assert_eq!(out.code, 3, "a config error is exit 3:\n{}", out.dump());
+    for n in needles {
+        assert!(
+            out.stderr.contains(n),
+            "stderr lacks {n:?}:\n{}",
+            out.dump()
+        );
+    }
+}
+
+/// Runs `guard runtime` with the config `fault` leaves, on a node a trusting guard would
+/// restart; expects exit 3 naming `needles` and nothing done.
+fn refused(tag: &str, fault: impl FnOnce(&Node, PathBuf) -> (PathBuf, Vec<String>)) {
+    let n = Node::tkgs(tag);
+    let archive = n.archive();
+    let cfg = n.config(&format!(
+        "[sandbox]\narchives = [\"{}\"]\npull = false\n",
+        archive.display()
+    ));
+    let (cfg, needles) = fault(&n, cfg);
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let out = runtime(&cfg);
+    let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
+    expect_config_error(&out, &needles);
+    n.assert_untouched(pid, &before);
+}
+
+fn shown(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn config_file_writable_by_others_is_refused_exit_3() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    refused("other-writable", |_, cfg| {
+        chmod(&cfg, 0o646);
+        let fix = format!("chown root: {0} && chmod go-w {0}", cfg.display());
+        (cfg.clone(), vec![shown(&cfg), "mode 0646".into(), fix])
+    });
+}
+
+#[test]
+fn config_file_owned_by_another_user_is_refused_exit_3() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    refused("other-owner", |_, cfg| {
+        chown(&cfg, 65534);
+        let owner = "(uid 65534)".to_string();
+        (
+            cfg.clone(),
+            vec![shown(&cfg), owner, "owned by another user".into()],
+        )
+    });
+}
+
+#[test]
+fn config_in_an_other_writable_directory_is_refused_unless_sticky() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    refused("open-dir", |n, cfg| {
+        let dir = n.t.path().join("open");
+        std::fs::create_dir(&dir).unwrap();
+        chmod(&dir, 0o777);
+        let moved = dir.join("guard.toml");
+        std::fs::rename(&cfg, &moved).unwrap();
+        let why = "writable by group or others without the sticky bit".to_string();
+        (moved, vec![shown(&dir), why, "mode 0777".into()])
+    });
+    // The same file in a sticky directory (/tmp's mode) is read: only its owner can
+    // replace it there.
+    let t = TempRoot::new();
+    let dir = t.path().join("sticky");
+    std::fs::create_dir(&dir).unwrap();
+    chmod(&dir, 0o1777);
+    let cfg = dir.join("guard.toml");
+    std::fs::write(&cfg, "[hold]\ntimeout = \"1s\"\n").unwrap();
+    chmod(&cfg, 0o644);
+    let out = Guard::with_config(&cfg).run(&["config"]);
+    assert_eq!(out.code, 0, "{}", out.dump());
+}
+
+#[test]
+fn archive_owned_by_another_user_is_refused_exit_3() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    refused("archive-owner", |n, cfg| {
+        let archive = n.t.path().join("pause.oci.tar");
+        chown(&archive, 65534);
+        let listed = format!("listed in {}", cfg.display());
+        let needles = vec![
+            shown(&archive),
+            "sandbox.archives".into(),
+            "(uid 65534)".into(),
+            listed,
+        ];
+        (cfg, needles)
+    });
+}
+
+#[test]
+fn archive_writable_by_group_is_refused_exit_3() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    refused("archive-group", |n, cfg| {
+        let archive = n.t.path().join("pause.oci.tar");
+        chmod(&archive, 0o664);
+        let fix = format!("chmod go-w {}", archive.display());
+        (cfg, vec![shown(&archive), "mode 0664".into(), fix])
+    });
+}
+
+/// `guard --sysroot S`: the layered search under S (`S/etc/containerd-guard/config.d`).
+fn layered(sysroot: &Path) -> Guard {
+    Guard::bare()
+        .arg("--sysroot")
+        .arg(sysroot.display().to_string())
+}
+
+#[test]
+fn config_fragment_writable_by_group_is_refused_exit_3() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::tkgs("fragment-group");
+    let sysroot = n.t.path().join("sysroot");
+    let dir = sysroot.join("etc/containerd-guard/config.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fragment = dir.join("50-node.toml");
+    std::fs::write(&fragment, n.config_text(&n.ctrd.restart_program(), "")).unwrap();
+    chmod(&fragment, 0o664);
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let out = layered(&sysroot).run(&["--json", "runtime"]);
+    expect_config_error(&out, &[&shown(&fragment), "mode 0664", "chmod go-w"]);
+    n.assert_untouched(pid, &before);
+    chmod(&fragment, 0o644);
+    let out = layered(&sysroot).run(&["config"]);
+    assert_eq!(out.code, 0, "root's 0644 fragment is read:\n{}", out.dump());
+    assert!(out.stdout.contains(&shown(&fragment)), "{}", out.dump());
+}
+
+#[test]
+fn trusted_root_owned_inputs_are_read_and_the_guard_acts() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::tkgs("trusted");
+    let archive = n.archive();
+    let cfg = n.config(&format!(
+        "[sandbox]\narchives = [\"{}\"]\npull = false\n",
+        archive.display()
+    ));
+    let before = n.content();
+    let out = runtime(&cfg);
+    out.expect(0, "remedy.restart", "pass");
+    assert_eq!(n.ctrd.restarts(), 1, "{}", out.dump());
+    before.assert_nothing_lost(&n.content());
+    assert!(run_pod_sandbox(&n.t.socket()).is_ok(), "{}", out.dump());
+}
+
+/// A wrapper around the restart program that, once containerd is back, drops `archive`
+/// in place with `mode`: an archive that appears after the config was read.
+fn restart_then_drop(n: &Node, archive: &Path, mode: u32) -> PathBuf {
+    let good = n.archive();
+    let p = n.t.path().join("restart-and-drop");
+    let body = format!(
+        "#!/bin/sh\n'{}' || exit 1\ncp '{}' '{}' && chmod {:o} '{}'\n",
+        n.ctrd.restart_program().display(),
+        good.display(),
+        archive.display(),
+        mode,
+        archive.display()
+    );
+    std::fs::write(&p, body).unwrap();
+    chmod(&p, 0o755);
+    p
+}
+
+#[test]
+fn archive_appearing_later_writable_by_others_is_refused_at_import() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::healthy("late-archive");
+    let before = n.content();
+    // containerd died (a restart is due); the archive is not there when the guard starts.
+    n.ctrd.stop();
+    let archive = n.t.path().join("late/pause.oci.tar");
+    std::fs::create_dir(archive.parent().unwrap()).unwrap();
+    let restart = restart_then_drop(&n, &archive, 0o666);
+    let extra = format!(
+        "[sandbox]\narchives = [\"{}\"]\npull = false\n\n[hold]\ntimeout = \"15s\"\n",
+        archive.display()
+    );
+    let cfg = n.t.write_guard_config_raw(&n.config_text(&restart, &extra));
+    let out = runtime(&cfg);
+    assert_eq!(out.code, 1, "held, honestly unusable:\n{}", out.dump());
+    assert_eq!(out.status("remedy.restart"), "pass", "{}", out.dump());
+    assert_eq!(
+        out.status("runtime.sandbox-image"),
+        "fail",
+        "{}",
+        out.dump()
+    );
+    out.mentions(
+        "remedy.restore-image",
+        &["REFUSED", &shown(&archive), "mode 0666", "chmod go-w"],
+    );
+    assert_eq!(n.ctrd.restarts(), 1);
+    let after = n.content();
+    before.assert_nothing_lost(&after);
+    assert_eq!(after.blob_count(), before.blob_count(), "nothing imported");
+    // Now that it exists, the next run refuses it with the config.
+    let verify = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    expect_config_error(&verify, &[&shown(&archive), "sandbox.archives"]);
+}
+
+/// Fragment faults end at the config: no containerd needed, nor root.
+fn fragment_error(write: impl FnOnce(&Path) -> PathBuf, needles: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("etc/containerd-guard/config.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = write(&dir);
+    let out = layered(tmp.path()).run(&["--json", "runtime"]);
+    let mut all = vec![shown(&file)];
+    all.extend(needles.iter().map(|s| s.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    expect_config_error(&out, &all);
+}
+
+#[test]
+fn config_fragment_with_an_unknown_key_exits_3_naming_file_and_key() {
+    fragment_error(
+        |dir| {
+            let f = dir.join("50-x.toml");
+            std::fs::write(&f, "[hold]\ntimeuot = \"1s\"\n").unwrap();
+            chmod(&f, 0o644);
+            f
+        },
+        &["hold.timeuot"],
+    );
+}
+
+#[test]
+fn config_fragment_not_utf8_exits_3_naming_the_file() {
+    fragment_error(
+        |dir| {
+            let f = dir.join("50-x.toml");
+            std::fs::write(&f, b"[hold]\ntimeout = \"1\xffs\"\n").unwrap();
+            chmod(&f, 0o644);
+            f
+        },
+        &["not UTF-8"],
+    );
+}
+
+#[test]
+fn config_fragment_symlink_loop_exits_3_naming_the_file() {
+    fragment_error(
+        |dir| {
+            std::os::unix::fs::symlink("b", dir.join("50-a.toml")).unwrap();
+            std::os::unix::fs::symlink("50-a.toml", dir.join("b")).unwrap();
+            dir.join("50-a.toml")
+        },
+        &["symbolic links"],
+    );
+}
