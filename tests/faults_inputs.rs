@@ -393,3 +393,159 @@ fn config_fragment_symlink_loop_exits_3_naming_the_file() {
         &["symbolic links"],
     );
 }
+
+// ---- containerd's socket path ------------------------------------------------------------
+
+/// A healthy node with the image, a guard config that waits briefly and holds briefly.
+fn socket_node(n: &Node) -> PathBuf {
+    n.ctrd.ctr_import(&n.archive());
+    let extra = "[sandbox]\npull = false\n\n[hold]\ntimeout = \"4s\"\n";
+    let text = n
+        .config_text(&n.ctrd.restart_program(), extra)
+        .replace("wait = \"20s\"", "wait = \"2s\"");
+    n.t.write_guard_config_raw(&text)
+}
+
+/// The guard failed on `runtime.answers` naming `needles`, restarted nothing, within its
+/// hold; then the operator's fix (containerd restarted by hand recreates its socket)
+/// shows nothing was lost.
+#[track_caller]
+fn socket_fault_held(n: &Node, out: &Outcome, pid: i32, needles: &[&str]) {
+    assert_eq!(out.code, 1, "{}", out.dump());
+    out.mentions("runtime.answers", needles);
+    assert_eq!(out.status("runtime.answers"), "fail");
+    assert!(
+        out.elapsed < std::time::Duration::from_secs(30),
+        "bounded by the hold: {:?}",
+        out.elapsed
+    );
+    assert_eq!(n.ctrd.restarts(), 0, "not proven stale: not restarted");
+    assert_eq!(n.ctrd.pid(), pid);
+}
+
+#[test]
+fn socket_path_a_regular_file_is_named_and_containerd_not_restarted() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::healthy("sock-file");
+    let cfg = socket_node(&n);
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let sock = n.t.socket();
+    std::fs::remove_file(&sock).unwrap();
+    std::fs::write(&sock, "not a socket\n").unwrap();
+    let out = runtime(&cfg);
+    socket_fault_held(&n, &out, pid, &[&shown(&sock), "a regular file", "rm "]);
+    n.ctrd.restart_by_hand();
+    before.assert_nothing_lost(&n.content());
+}
+
+#[test]
+fn socket_path_a_dangling_symlink_is_named_and_containerd_not_restarted() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::healthy("sock-link");
+    let cfg = socket_node(&n);
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let sock = n.t.socket();
+    let nowhere = n.t.path().join("nowhere.sock");
+    std::fs::remove_file(&sock).unwrap();
+    std::os::unix::fs::symlink(&nowhere, &sock).unwrap();
+    let out = runtime(&cfg);
+    socket_fault_held(&n, &out, pid, &[&shown(&sock), &shown(&nowhere), "symlink"]);
+    n.ctrd.restart_by_hand();
+    before.assert_nothing_lost(&n.content());
+}
+
+/// `guard <args>` as uid/gid 65534 (nobody), no supplementary groups.
+fn as_nobody(args: &[&str]) -> Outcome {
+    let start = std::time::Instant::now();
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(support::guard::GUARD)
+        .args(args)
+        .env_remove("NOTIFY_SOCKET")
+        .output()
+        .expect("run setpriv");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    Outcome {
+        code: out.status.code().unwrap_or(-1),
+        json: serde_json::from_str(&stdout).ok(),
+        stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: start.elapsed(),
+        command: format!("setpriv --reuid 65534 ... guard {}", args.join(" ")),
+    }
+}
+
+#[test]
+fn socket_the_guard_may_not_connect_to_is_named_and_containerd_not_restarted() {
+    if !require_root(&[TOOLS, &["setpriv"]].concat()) {
+        return;
+    }
+    // Everything readable by nobody except the socket (root's, no access for others).
+    let base = std::env::temp_dir();
+    let t = TempRoot::world_readable_in(Path::new(if is_private(&base) {
+        "/var/tmp"
+    } else {
+        base.to_str().unwrap()
+    }));
+    let image = format!("127.0.0.1:{}/guard/pause:sock-perm", dead_port());
+    t.write_containerd_config_with(Some(&image));
+    let vol = LoopVolume::new(
+        &t.images(),
+        FsKind::Ext4,
+        &unique("cg", 8),
+        &t.volume_path(),
+    );
+    let ctrd = Restartable::start(&t);
+    let n = Node {
+        ctrd,
+        vol,
+        img: PauseImage::new(&image),
+        t,
+    };
+    let cfg = socket_node(&n);
+    let sock = n.t.socket();
+    chmod(&sock, 0o660);
+    chmod(&n.t.containerd_config(), 0o644);
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let out = as_nobody(&["--config", cfg.to_str().unwrap(), "--json", "runtime"]);
+    socket_fault_held(
+        &n,
+        &out,
+        pid,
+        &[
+            &shown(&sock),
+            "(uid 65534) may not connect",
+            "mode 0660",
+            "run the guard as root",
+        ],
+    );
+    before.assert_nothing_lost(&n.content());
+    // root's guard, same config, same socket: usable.
+    runtime(&cfg).expect(0, "runtime.answers", "pass");
+}
+
+/// A directory other users cannot enter (scripts/test's per-run TMPDIR is 0700).
+fn is_private(dir: &Path) -> bool {
+    let mut d = Some(dir);
+    while let Some(p) = d {
+        if std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 == 0) {
+            return true;
+        }
+        d = p.parent();
+    }
+    false
+}

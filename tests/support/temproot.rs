@@ -58,6 +58,19 @@ impl TempRoot {
         TempRoot::init(dir)
     }
 
+    /// As [`TempRoot::new`], but below `base` and traversable by every user (mode 0755):
+    /// for tests that run the guard as an unprivileged user against root's files.
+    pub fn world_readable_in(base: &Path) -> TempRoot {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("cg-test.")
+            .tempdir_in(base)
+            .expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        TempRoot::init(dir)
+    }
+
     fn init(dir: tempfile::TempDir) -> TempRoot {
         let t = TempRoot { dir };
         for d in ["containerd", "var/lib", "run/containerd", "img", "opt"] {

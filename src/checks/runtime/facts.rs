@@ -34,6 +34,81 @@ pub struct RuntimeFacts {
     pub answering: Result<Box<Answering>, String>,
     /// How long was tried before giving up (evidence).
     pub waited: String,
+    /// When containerd did not answer: a fault of the socket path itself, which a restart
+    /// of containerd cannot be shown to fix. `None` when it answered, or when the path is
+    /// simply missing, refused or hangs (containerd's own fault).
+    pub path_fault: Option<PathFault>,
+}
+
+/// What is wrong with the socket path when it is not containerd that is silent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathFault {
+    /// A symlink whose target does not exist (or a loop of links).
+    DanglingLink { target: String, error: String },
+    /// Something that is not a socket: `a regular file`, `a directory`...
+    NotASocket { kind: String },
+    /// The guard's user may not connect (or may not reach the path).
+    Forbidden {
+        error: String,
+        owner: Option<u32>,
+        mode: Option<u32>,
+        euid: u32,
+    },
+}
+
+/// Looks at the socket path after containerd did not answer on it: is the path itself at
+/// fault? A non-blocking connect, so a hung containerd's full backlog cannot block it.
+pub fn probe_socket(path: &std::path::Path) -> Option<PathFault> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let euid = nix::unistd::geteuid().as_raw();
+    let forbidden = |error: String, meta: Option<&std::fs::Metadata>| PathFault::Forbidden {
+        error,
+        owner: meta.map(|m| m.uid()),
+        mode: meta.map(|m| m.mode() & 0o7777),
+        euid,
+    };
+    let link = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Some(forbidden(e.to_string(), None))
+        }
+        Err(_) => return None, // missing: containerd has not made its socket
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if link.file_type().is_symlink() => {
+            let target = std::fs::read_link(path).map(|t| t.display().to_string());
+            return Some(PathFault::DanglingLink {
+                target: target.unwrap_or_default(),
+                error: e.to_string(),
+            });
+        }
+        Err(e) => return Some(forbidden(e.to_string(), None)),
+    };
+    let kind = meta.file_type();
+    let kind = match () {
+        _ if kind.is_socket() => return connect_forbidden(path).map(|e| forbidden(e, Some(&meta))),
+        _ if kind.is_file() => "a regular file",
+        _ if kind.is_dir() => "a directory",
+        _ if kind.is_fifo() => "a FIFO",
+        _ => "a device",
+    };
+    Some(PathFault::NotASocket { kind: kind.into() })
+}
+
+/// `Some(error)` when connecting is refused for permission (EACCES, EPERM); anything else
+/// (accepted, refused, busy) is containerd's business.
+fn connect_forbidden(path: &std::path::Path) -> Option<String> {
+    use nix::errno::Errno;
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
+    let fd = socket(AddressFamily::Unix, SockType::Stream, flags, None).ok()?;
+    let addr = UnixAddr::new(path).ok()?;
+    match connect(fd.as_raw_fd(), &addr) {
+        Err(e @ (Errno::EACCES | Errno::EPERM)) => Some(e.desc().to_string()),
+        _ => None,
+    }
 }
 
 /// Asks an answering containerd (its `Version` already answered) for the rest.

@@ -2,7 +2,7 @@
 //! Ids: `runtime.answers`, `runtime.version`, `runtime.plugins`, `runtime.cri`,
 //! `runtime.network`.
 
-use super::facts::{Answering, Condition, PluginFact, RuntimeFacts};
+use super::facts::{Answering, Condition, PathFault, PluginFact, RuntimeFacts};
 use crate::report::{Finding, Id};
 
 /// Settings these rules depend on.
@@ -14,11 +14,15 @@ pub struct Knobs {
     pub snapshotter: String,
 }
 
-/// The findings; `true` when containerd did not answer at all (a restart may help).
+/// The findings; `true` when containerd did not answer at all (a restart may help). Not
+/// when the socket path itself is at fault (a link to nowhere, a file that is not a
+/// socket, a socket the guard may not use): containerd may be serving fine elsewhere or
+/// to others, so a restart is not proven to help and is not planned.
 pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, bool) {
-    let a = match &f.answering {
-        Ok(a) => a,
-        Err(e) => return (not_answering(f, e), true),
+    let a = match (&f.answering, &f.path_fault) {
+        (Ok(a), _) => a,
+        (Err(e), Some(fault)) => return (with_skips(unreachable(f, e, fault)), false),
+        (Err(e), None) => return (not_answering(f, e), true),
     };
     let answers = Finding::pass(
         Id::RuntimeAnswers,
@@ -36,15 +40,72 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, bool) {
 }
 
 fn not_answering(f: &RuntimeFacts, e: &str) -> Vec<Finding> {
-    let mut out = vec![Finding::fail(
-        Id::RuntimeAnswers,
-        format!("containerd does not answer on {}", f.socket),
+    with_skips(
+        Finding::fail(
+            Id::RuntimeAnswers,
+            format!("containerd does not answer on {}", f.socket),
+        )
+        .evidence(format!("{e} (tried for {})", f.waited))
+        .remedy(
+            "check `journalctl -u containerd`; the guard restarts a silent containerd within \
+             its budget",
+        ),
     )
-    .evidence(format!("{e} (tried for {})", f.waited))
-    .remedy(
-        "check `journalctl -u containerd`; the guard restarts a silent containerd within its \
-         budget",
-    )];
+}
+
+/// The socket path is at fault, not (provably) containerd: named, with the fix.
+fn unreachable(f: &RuntimeFacts, e: &str, fault: &PathFault) -> Finding {
+    const NOT_RESTARTED: &str =
+        "containerd is not restarted for it: a restart is not proven to help";
+    let s = &f.socket;
+    let tried = format!("{e} (tried for {})", f.waited);
+    match fault {
+        PathFault::DanglingLink { target, error } => Finding::fail(
+            Id::RuntimeAnswers,
+            format!("containerd's socket {s} is a symlink to {target:?}, which does not exist"),
+        )
+        .evidence(format!("{s}: {error}"))
+        .remedy(format!(
+            "remove the link (`rm {s}`) and restart containerd, which creates its socket \
+             there, or point `[containerd] socket` at the socket containerd serves; \
+             {NOT_RESTARTED}"
+        )),
+        PathFault::NotASocket { kind } => Finding::fail(
+            Id::RuntimeAnswers,
+            format!("containerd's socket {s} is {kind}, not a socket"),
+        )
+        .evidence(tried)
+        .remedy(format!(
+            "remove it (`rm {s}`; something wrote over containerd's socket) and restart \
+             containerd, or fix `[containerd] socket` / containerd's `grpc.address` if it \
+             names the wrong path; {NOT_RESTARTED}"
+        )),
+        PathFault::Forbidden {
+            error,
+            owner,
+            mode,
+            euid,
+        } => {
+            let on = match (owner, mode) {
+                (Some(o), Some(m)) => format!(" (socket owner uid {o}, mode {m:04o})"),
+                _ => String::new(),
+            };
+            Finding::fail(
+                Id::RuntimeAnswers,
+                format!("the guard (uid {euid}) may not connect to containerd's socket {s}"),
+            )
+            .evidence(format!("{s}: {error}{on}"))
+            .remedy(format!(
+                "run the guard as root (its systemd units do); containerd itself may be \
+                 healthy: {NOT_RESTARTED}"
+            ))
+        }
+    }
+}
+
+/// The answers finding, then a skip for every check that needed an answer.
+fn with_skips(answers: Finding) -> Vec<Finding> {
+    let mut out = vec![answers];
     for id in [
         Id::RuntimeVersion,
         Id::RuntimePlugins,

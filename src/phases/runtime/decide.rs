@@ -163,6 +163,7 @@ mod tests {
                 socket: "/run/containerd/containerd.sock".into(),
                 answering: Ok(Box::new(answering)),
                 waited: "0s".into(),
+                path_fault: None,
             },
             stale: Some(StaleFacts {
                 pid: Ok(1),
@@ -369,6 +370,7 @@ mod tests {
                 socket: "/s".into(),
                 answering: Err("deadline".into()),
                 waited: "60s".into(),
+                path_fault: None,
             },
             stale: None,
             sandbox_image: None,
@@ -392,5 +394,56 @@ mod tests {
             every.len(),
             "every runtime check is reported: {ids:?}"
         );
+    }
+
+    #[test]
+    fn a_socket_path_at_fault_fails_naming_it_and_plans_no_restart() {
+        use crate::checks::runtime::facts::PathFault;
+        let faults = [
+            (
+                PathFault::NotASocket {
+                    kind: "a regular file".into(),
+                },
+                "is a regular file, not a socket",
+            ),
+            (
+                PathFault::DanglingLink {
+                    target: "/gone".into(),
+                    error: "No such file or directory".into(),
+                },
+                "symlink to \"/gone\"",
+            ),
+            (
+                PathFault::Forbidden {
+                    error: "Permission denied".into(),
+                    owner: Some(0),
+                    mode: Some(0o660),
+                    euid: 65534,
+                },
+                "(uid 65534) may not connect",
+            ),
+        ];
+        for (fault, said) in faults {
+            let o = Observation {
+                runtime: RuntimeFacts {
+                    socket: "/run/c.sock".into(),
+                    answering: Err("connect: refused".into()),
+                    waited: "2s".into(),
+                    path_fault: Some(fault),
+                },
+                stale: None,
+                sandbox_image: None,
+                leaked_tasks: None,
+                orphans: None,
+                kill_mode: KillModeFacts::NotSystemd,
+            };
+            let (findings, plan) = judge(&knobs(false), true, &o);
+            assert_eq!(plan.restart, None, "{said}: never restart for the path");
+            let answers = findings.iter().find(|f| f.id == "runtime.answers").unwrap();
+            assert_eq!(answers.status, Status::Fail);
+            assert!(answers.summary.contains("/run/c.sock"), "{answers:?}");
+            assert!(answers.summary.contains(said), "{answers:?}");
+            assert!(answers.remedy.contains("not restarted"), "{answers:?}");
+        }
     }
 }

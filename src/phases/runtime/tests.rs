@@ -338,6 +338,7 @@ fn observation(looks: Looks) -> Observation {
         socket: "/run/containerd/containerd.sock".into(),
         answering,
         waited: "0s".into(),
+        path_fault: None,
     };
     if looks == Looks::Silent {
         return Observation {

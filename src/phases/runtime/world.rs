@@ -215,6 +215,7 @@ impl World for Node<'_> {
                     socket: display,
                     answering: Err(e.to_string()),
                     waited: waited(),
+                    path_fault: runtime::probe_socket(&socket),
                 };
                 return Observation {
                     runtime,
@@ -247,6 +248,7 @@ impl World for Node<'_> {
                 socket: display,
                 answering: Ok(Box::new(answering)),
                 waited: waited(),
+                path_fault: None,
             },
             stale,
             sandbox_image: image,
