@@ -41,8 +41,10 @@ impl std::fmt::Display for LockError {
 /// One non-blocking attempt; the caller retries within its own bound.
 pub fn try_lock(dir: &Path) -> Result<RepairLock, LockError> {
     let path = dir.join(LOCK_FILE);
-    let unavailable =
-        |e: std::io::Error| LockError::Unavailable(format!("{}: {e}", path.display()));
+    let unavailable = |e: std::io::Error| {
+        let fix = super::fix_for(&e);
+        LockError::Unavailable(format!("{}: {e}; {fix}", path.display()))
+    };
     std::fs::create_dir_all(dir).map_err(unavailable)?;
     let file = std::fs::OpenOptions::new()
         .read(true)

@@ -96,12 +96,18 @@ impl StateDir {
         self.dir.join(format!("{STATE_FILE}.corrupt"))
     }
 
-    /// The one reader of `runtime.json`. Changes nothing; never waits.
+    /// The one reader of `runtime.json`. Changes nothing; never waits; reads at most
+    /// [`MAX_STATE_FILE`] bytes.
     pub fn read_runtime(&self) -> RuntimeFile {
+        use std::io::ErrorKind;
         let path = self.runtime_path();
-        let text = match std::fs::read(&path) {
+        let text = match read_bounded(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return RuntimeFile::Absent,
+            // state_dir is not a directory: no state file can have been written there
+            // (and none will be: a restart needs one, so none happens).
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                return RuntimeFile::Absent
+            }
             Err(e) => return RuntimeFile::Corrupt(format!("cannot read {}: {e}", path.display())),
         };
         match serde_json::from_slice::<State>(&text) {
@@ -148,7 +154,7 @@ impl StateDir {
 
     /// This boot's phase-1 record, if `guard volume` ran this boot and left a readable one.
     pub fn read_volume(&self) -> Option<VolumeRecord> {
-        let text = std::fs::read(self.dir.join(VOLUME_RECORD)).ok()?;
+        let text = read_bounded(&self.dir.join(VOLUME_RECORD)).ok()?;
         let record: VolumeRecord = serde_json::from_slice(&text).ok()?;
         (record.boot_id == self.boot_id).then_some(record)
     }
@@ -169,7 +175,7 @@ impl StateDir {
     /// What the metrics keep between commands; empty when unreadable (the metrics are a
     /// view, never a reason to fail).
     pub fn read_metrics(&self) -> crate::metrics::Kept {
-        std::fs::read(self.dir.join(METRICS_FILE))
+        read_bounded(&self.dir.join(METRICS_FILE))
             .ok()
             .and_then(|t| serde_json::from_slice(&t).ok())
             .unwrap_or_default()
@@ -204,7 +210,50 @@ impl StateDir {
 
     fn write(&self, name: &str, data: &[u8]) -> Result<(), String> {
         let target = self.dir.join(name);
-        write_atomic(&target, data).map_err(|e| format!("cannot write {}: {e}", target.display()))
+        write_atomic(&target, data)
+            .map_err(|e| format!("cannot write {}: {e}; {}", target.display(), fix_for(&e)))
+    }
+}
+
+/// The guard writes every file here itself and keeps them small (the history holds 100
+/// records, a few tens of KiB): a larger file is not one it wrote, and reading it whole
+/// would let it cost any amount of memory. Larger files are refused, unread.
+pub const MAX_STATE_FILE: u64 = 1 << 20;
+
+/// Reads a file of `state_dir`, at most [`MAX_STATE_FILE`] bytes (`InvalidData` beyond).
+pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_STATE_FILE + 1)
+        .read_to_end(&mut data)?;
+    if data.len() as u64 > MAX_STATE_FILE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than the {} KiB a state file of the guard can be",
+                MAX_STATE_FILE >> 10
+            ),
+        ));
+    }
+    Ok(data)
+}
+
+/// What to do when `state_dir` cannot be written, by the kind of error.
+pub fn fix_for(e: &std::io::Error) -> &'static str {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        ReadOnlyFilesystem => {
+            "state_dir is on a read-only filesystem: set state_dir to a writable directory \
+             (the default /run/containerd-guard is on /run's tmpfs) or remount it read-write"
+        }
+        StorageFull | QuotaExceeded => "the filesystem of state_dir is full: free space there",
+        NotADirectory | AlreadyExists => {
+            "state_dir (or a directory above it) is not a directory: move the file away or \
+             set state_dir elsewhere"
+        }
+        PermissionDenied => "the guard may not write there: run it as root",
+        _ => "make state_dir a writable directory",
     }
 }
 
@@ -322,6 +371,33 @@ mod tests {
             None,
             "a record of another boot is ignored"
         );
+    }
+
+    #[test]
+    fn a_huge_state_file_is_refused_unread_as_corrupt() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = state_dir(tmp.path(), "b1");
+        std::fs::create_dir_all(s.dir()).unwrap();
+        // 64 MiB of a valid-looking prefix, sparse: the reader must stop at the cap.
+        let f = std::fs::File::create(s.runtime_path()).unwrap();
+        std::io::Write::write_all(&mut &f, b"{\"format\": 1, \"boot_id\": \"b1\", ").unwrap();
+        f.set_len(64 << 20).unwrap();
+        match s.read_runtime() {
+            RuntimeFile::Corrupt(why) => assert!(why.contains("larger than the 1024 KiB"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_state_dir_that_is_a_file_holds_no_state_and_takes_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = state_dir(tmp.path(), "b1");
+        std::fs::create_dir_all(s.dir().parent().unwrap()).unwrap();
+        std::fs::write(s.dir(), b"").unwrap();
+        assert_eq!(s.read_runtime(), RuntimeFile::Absent);
+        let e = s.save_runtime(&State::fresh("b1")).unwrap_err();
+        assert!(e.contains("not a directory"), "{e}");
+        assert!(e.contains("set state_dir elsewhere"), "{e}");
     }
 
     #[test]

@@ -204,6 +204,7 @@ impl<'a, W: World> Machine<'a, W> {
                 Err(LockError::Unavailable(e)) => {
                     // No lock means no state file either: saving fails, so nothing restarts.
                     tracing::warn!("{e}");
+                    self.state_unusable(format!("cannot open the repair lock: {e}"));
                     break;
                 }
                 Err(busy) if self.w.now() >= give_up => {
@@ -435,12 +436,32 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     fn save(&mut self) -> Result<(), String> {
-        match &self.state {
-            Some(state) => self.w.save_state(state).inspect_err(|e| {
-                tracing::warn!("cannot save the state file: {e}");
-            }),
+        let saved = match &self.state {
+            Some(state) => self.w.save_state(state),
             None => Err("no state loaded".into()),
+        };
+        saved.inspect_err(|e| {
+            tracing::warn!("cannot save the state file: {e}");
+            self.state_unusable(e.clone());
+        })
+    }
+
+    /// state_dir cannot be used: said once, as a warning (the node's verdict is
+    /// containerd's, not the guard's bookkeeping), unless a budget finding already says
+    /// more (a refused restart, terminal).
+    fn state_unusable(&mut self, e: String) {
+        if self.remedies.iter().any(|f| f.id == Id::RemedyBudget) {
+            return;
         }
+        let dir = self.s.state_dir.display();
+        self.set(
+            Finding::warn(
+                Id::RemedyBudget,
+                format!("state_dir {dir} cannot be written: containerd will not be restarted"),
+            )
+            .evidence(e)
+            .remedy("a restart needs a durable record first; fix state_dir as the evidence says"),
+        );
     }
 
     async fn restart(&mut self, reason: RestartReason) -> Step {
@@ -772,23 +793,29 @@ impl<'a, W: World> Machine<'a, W> {
     /// Reports, and for a repairing run records the outcome in the state file (taking the
     /// lock again briefly if it was let go) and the status line.
     async fn finish(mut self, end: End) -> Gate {
-        let mut findings = std::mem::take(&mut self.checks);
-        findings.append(&mut self.remedies);
         if self.mode.acts() {
             let summary = match end {
                 End::Usable => "usable".to_string(),
                 End::Terminal => {
                     "TERMINAL: restart budget spent; `guard reset` after fixing".to_string()
                 }
-                End::Unusable => first_failure(&findings)
-                    .map(|f| format!("NOT usable: {f}"))
-                    .unwrap_or_default(),
+                End::Unusable => {
+                    let all: Vec<Finding> =
+                        self.checks.iter().chain(&self.remedies).cloned().collect();
+                    first_failure(&all)
+                        .map(|f| format!("NOT usable: {f}"))
+                        .unwrap_or_default()
+                }
             };
+            // Before the findings are collected: a state file that cannot be saved is
+            // reported.
             self.record_outcome(end, &summary).await;
             self.w.write_status(&format!("{}: {summary}", self.command));
             crate::notify::status(&summary);
         }
         self.unlock();
+        let mut findings = std::mem::take(&mut self.checks);
+        findings.append(&mut self.remedies);
         Gate { findings, end }
     }
 

@@ -575,6 +575,22 @@ fn restart_that_cannot_be_recorded_is_not_run() {
 }
 
 #[test]
+fn a_healthy_node_with_an_unwritable_state_dir_is_usable_and_says_so() {
+    let mut w = Fake::new(&[Looks::Healthy]);
+    w.saves_fail = true;
+    let (f, end) = go(&mut w, &settings(), RUNTIME);
+    assert_eq!(end, End::Usable, "the verdict is containerd's: {f:#?}");
+    assert_eq!(w.restarts, 0);
+    let budget = f.iter().find(|f| f.id == "remedy.budget").unwrap();
+    assert_eq!(budget.status, Status::Warn);
+    assert!(budget.summary.contains("cannot be written"), "{budget:?}");
+    assert!(
+        budget.evidence.iter().any(|e| e.contains("read-only")),
+        "{budget:?}"
+    );
+}
+
+#[test]
 fn phase_one_held_containerd_is_not_restarted() {
     let mut w = Fake::new(&[Looks::Silent]);
     w.phase1_held = Some("volume.mounted: /var/lib/containerd is not a mount point".into());
