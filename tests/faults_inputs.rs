@@ -460,23 +460,16 @@ fn socket_path_a_dangling_symlink_is_named_and_containerd_not_restarted() {
     before.assert_nothing_lost(&n.content());
 }
 
-/// `guard <args>` as uid/gid 65534 (nobody), no supplementary groups.
-fn as_nobody(args: &[&str]) -> Outcome {
+/// `<wrapper...> guard <args>`, captured like [`Guard::run`].
+fn run_wrapped(wrapper: &[&str], args: &[&str]) -> Outcome {
     let start = std::time::Instant::now();
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            "--",
-        ])
+    let out = std::process::Command::new(wrapper[0])
+        .args(&wrapper[1..])
         .arg(support::guard::GUARD)
         .args(args)
         .env_remove("NOTIFY_SOCKET")
         .output()
-        .expect("run setpriv");
+        .expect("run the wrapper");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     Outcome {
         code: out.status.code().unwrap_or(-1),
@@ -484,8 +477,14 @@ fn as_nobody(args: &[&str]) -> Outcome {
         stdout,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         elapsed: start.elapsed(),
-        command: format!("setpriv --reuid 65534 ... guard {}", args.join(" ")),
+        command: format!("{} guard {}", wrapper.join(" "), args.join(" ")),
     }
+}
+
+/// `guard <args>` as uid/gid 65534 (nobody), no supplementary groups.
+fn as_nobody(args: &[&str]) -> Outcome {
+    let setpriv = ["setpriv", "--reuid", "65534", "--regid", "65534"];
+    run_wrapped(&[&setpriv[..], &["--clear-groups", "--"]].concat(), args)
 }
 
 #[test]
@@ -548,4 +547,256 @@ fn is_private(dir: &Path) -> bool {
         d = p.parent();
     }
     false
+}
+
+// ---- state_dir and the state file ----------------------------------------------------
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A valid state file of boot `boot` with `restarts` restarts recorded.
+fn state_json(boot: &str, restarts: usize, terminal: bool) -> String {
+    let record = r#"{"uptime_ms": 1000, "unix": 1, "item": "containerd", "action": "restart", "outcome": "stale: ok"}"#;
+    let list = vec![record; restarts].join(", ");
+    let terminal = match terminal {
+        true => r#"{"unix": 1, "reason": "restart budget spent"}"#,
+        false => "null",
+    };
+    format!(
+        "{{\"format\": 1, \"boot_id\": \"{boot}\", \"restarts\": [{list}], \"history\": [{list}], \"terminal\": {terminal}, \"void\": null, \"last\": null}}\n"
+    )
+}
+
+/// A TKGS node (a restart is due) whose guard config names `state_dir`.
+fn stale_with_state_dir(
+    tag: &str,
+    state_dir: impl FnOnce(&Node) -> PathBuf,
+) -> (Node, PathBuf, PathBuf) {
+    let n = Node::tkgs(tag);
+    let dir = state_dir(&n);
+    let text = n
+        .config_text(
+            &n.ctrd.restart_program(),
+            "[sandbox]\npull = false\n\n[hold]\ntimeout = \"5s\"\n",
+        )
+        .replace(&shown(&n.t.guard_state_dir()), &shown(&dir));
+    let cfg = n.t.write_guard_config_raw(&text);
+    (n, cfg, dir)
+}
+
+/// No restart, because none could be recorded: exit 1 naming the state_dir problem.
+#[track_caller]
+fn refused_unrecorded(n: &Node, out: &Outcome, pid: i32, cause: &[&str]) {
+    out.expect(1, "remedy.budget", "fail")
+        .mentions("remedy.budget", &["cannot be recorded"])
+        .mentions("remedy.budget", cause);
+    assert_eq!(n.ctrd.restarts(), 0, "no restart without a durable record");
+    assert_eq!(n.ctrd.pid(), pid);
+    assert!(!out.stderr.contains("panicked"), "{}", out.dump());
+}
+
+/// No temporary file of an atomic write left in `dir`.
+#[track_caller]
+fn no_partial_files(dir: &Path) {
+    let left: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        left.iter().all(|f| !f.ends_with(".tmp")),
+        "partial files left in {}: {left:?}",
+        dir.display()
+    );
+}
+
+#[test]
+fn state_dir_read_only_on_a_healthy_node_is_usable_with_a_warning_naming_it() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::healthy("state-ro");
+    n.ctrd.ctr_import(&n.archive());
+    let ro = n.t.path().join("ro-state");
+    let _ro = Mount::fs("tmpfs", "cg-ro-state", &ro, "ro,size=1m");
+    let text = n
+        .config_text(&n.ctrd.restart_program(), "[sandbox]\npull = false\n")
+        .replace(&shown(&n.t.guard_state_dir()), &shown(&ro));
+    let cfg = n.t.write_guard_config_raw(&text);
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let out = runtime(&cfg);
+    out.expect(0, "remedy.budget", "warn").mentions(
+        "remedy.budget",
+        &[&shown(&ro), "read-only", "writable directory"],
+    );
+    assert_eq!(n.ctrd.restarts(), 0);
+    assert_eq!(n.ctrd.pid(), pid);
+    before.assert_nothing_lost(&n.content());
+}
+
+#[test]
+fn state_dir_on_a_full_tmpfs_refuses_the_restart_and_keeps_the_old_file_whole() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let mut mount = None;
+    let (n, cfg, dir) = stale_with_state_dir("state-full", |n| {
+        let dir = n.t.path().join("full-state");
+        mount = Some(Mount::fs("tmpfs", "cg-full-state", &dir, "size=16k"));
+        dir
+    });
+    // A valid file of this boot, then the filesystem filled to the last byte.
+    let valid = state_json(&boot_id(), 0, false);
+    std::fs::write(dir.join("runtime.json"), &valid).unwrap();
+    fill(&dir.join("filler"));
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let out = runtime(&cfg);
+    refused_unrecorded(&n, &out, pid, &["No space left", "full"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("runtime.json")).unwrap(),
+        valid,
+        "the old state file is whole: writes are atomic"
+    );
+    no_partial_files(&dir);
+    before.assert_nothing_lost(&n.content());
+    drop(mount);
+}
+
+/// Writes zeros to `path` until the filesystem is full.
+fn fill(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let block = [0u8; 4096];
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => break,
+            Err(e) => panic!("fill {}: {e}", path.display()),
+        }
+    }
+    let _ = f.sync_all();
+}
+
+#[test]
+fn state_dir_that_is_a_regular_file_refuses_the_restart_naming_it() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let (n, cfg, file) = stale_with_state_dir("state-file", |n| {
+        let f = n.t.path().join("state-is-a-file");
+        std::fs::write(&f, "operator notes\n").unwrap();
+        f
+    });
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let out = runtime(&cfg);
+    refused_unrecorded(&n, &out, pid, &[&shown(&file), "not a directory"]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "operator notes\n");
+    before.assert_nothing_lost(&n.content());
+}
+
+/// A TKGS node whose state file holds `bytes`; the guard must not restart and must name
+/// the file, keep it aside and say how to allow restarts again.
+fn untrusted_state_file(tag: &str, bytes: &[u8], wrapper: &[&str]) -> Outcome {
+    let (n, cfg, dir) = stale_with_state_dir(tag, |n| n.t.guard_state_dir());
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("runtime.json"), bytes).unwrap();
+    let before = n.content();
+    let pid = n.ctrd.pid();
+    let args = ["--config", cfg.to_str().unwrap(), "--json", "runtime"];
+    let out = match wrapper.is_empty() {
+        true => Guard::with_config(&cfg).run(&args[2..]),
+        false => run_wrapped(wrapper, &args),
+    };
+    out.expect(4, "remedy.budget", "fail").mentions(
+        "remedy.budget",
+        &["cannot be trusted", "runtime.json.corrupt", "guard reset"],
+    );
+    assert_eq!(n.ctrd.restarts(), 0, "no budget is known: none is left");
+    assert_eq!(n.ctrd.pid(), pid);
+    assert!(!out.stderr.contains("panicked"), "{}", out.dump());
+    let kept = std::fs::metadata(dir.join("runtime.json.corrupt")).unwrap();
+    assert_eq!(
+        kept.len(),
+        bytes.len() as u64,
+        "kept whole for the operator"
+    );
+    no_partial_files(&dir);
+    before.assert_nothing_lost(&n.content());
+    out
+}
+
+#[test]
+fn state_file_truncated_means_no_restart_budget_and_is_named() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let valid = state_json(&boot_id(), 1, false);
+    let half = &valid.as_bytes()[..valid.len() / 2];
+    untrusted_state_file("state-half", half, &[]).mentions("remedy.budget", &["does not parse"]);
+}
+
+#[test]
+fn state_file_of_garbage_bytes_means_no_restart_budget_and_is_named() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    untrusted_state_file("state-garbage", &garbage, &[]);
+}
+
+#[test]
+fn state_file_huge_is_read_bounded_and_means_no_restart_budget() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    // 64 MiB: a valid beginning, then restart records repeated. The guard runs with its
+    // data segment limited to 16 MiB: reading it whole would fail (ENOMEM) or abort.
+    let head = format!(
+        "{{\"format\": 1, \"boot_id\": \"{}\", \"restarts\": [",
+        boot_id()
+    );
+    let record = r#"{"uptime_ms": 1, "unix": 2, "item": "containerd", "action": "restart", "outcome": "ok"}, "#;
+    let mut big = head.into_bytes();
+    while big.len() < 64 << 20 {
+        big.extend_from_slice(record.as_bytes());
+    }
+    let limited = ["sh", "-c", "ulimit -d 16384 && exec \"$@\"", "sh"];
+    untrusted_state_file("state-huge", &big, &limited)
+        .mentions("remedy.budget", &["larger than the 1024 KiB"]);
+}
+
+#[test]
+fn state_file_of_another_boot_is_a_fresh_budget_for_this_one() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let (n, cfg, dir) = stale_with_state_dir("state-other-boot", |n| n.t.guard_state_dir());
+    std::fs::create_dir_all(&dir).unwrap();
+    let other = "00000000-0000-0000-0000-000000000000";
+    std::fs::write(dir.join("runtime.json"), state_json(other, 3, true)).unwrap();
+    let before = n.content();
+    let out = runtime(&cfg);
+    out.expect(0, "remedy.restart", "pass");
+    assert_eq!(
+        n.ctrd.restarts(),
+        1,
+        "the other boot's spent budget does not count"
+    );
+    let now: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runtime.json")).unwrap()).unwrap();
+    assert_eq!(now["boot_id"], boot_id().as_str());
+    assert_eq!(now["restarts"].as_array().unwrap().len(), 1);
+    no_partial_files(&dir);
+    before.assert_nothing_lost(&n.content());
 }

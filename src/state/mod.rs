@@ -134,11 +134,16 @@ impl StateDir {
 
     fn quarantine(&self, problem: String) -> (State, Loaded) {
         let kept = self.corrupt_copy();
-        let _ = std::fs::rename(self.runtime_path(), &kept);
+        let where_ = match std::fs::rename(self.runtime_path(), &kept) {
+            Ok(()) => format!("kept as {}", kept.display()),
+            Err(e) => format!(
+                "left in place: it cannot be moved to {} ({e})",
+                kept.display()
+            ),
+        };
         let mut s = State::fresh(&self.boot_id);
         s.void = Some(format!(
-            "the state file cannot be trusted ({problem}); kept as {}",
-            kept.display()
+            "the state file cannot be trusted ({problem}); {where_}"
         ));
         (s, Loaded::Corrupt { problem, kept })
     }

@@ -497,15 +497,27 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     fn go_terminal(&mut self, why: String) -> Step {
-        let mut f = Finding::fail(
-            Id::RemedyBudget,
-            "TERMINAL: restart budget spent; containerd will not be restarted again this boot",
-        )
-        .evidence(why.clone())
-        .remedy(
-            "find out why restarts do not help (see the history in `guard status`), fix it, \
-             then `guard reset`",
-        );
+        let void = self.state.as_ref().and_then(|s| s.void.clone());
+        let mut f = match void {
+            // Not spent: never known. The budget cannot be counted, so none is left.
+            Some(_) => Finding::fail(
+                Id::RemedyBudget,
+                "TERMINAL: the state file cannot be trusted, so no restart budget is left this boot",
+            )
+            .remedy(
+                "inspect the kept copy named above (it was not written by this guard as it \
+                 is), then `guard reset` to allow restarts again",
+            ),
+            None => Finding::fail(
+                Id::RemedyBudget,
+                "TERMINAL: restart budget spent; containerd will not be restarted again this boot",
+            )
+            .remedy(
+                "find out why restarts do not help (see the history in `guard status`), fix \
+                 it, then `guard reset`",
+            ),
+        }
+        .evidence(why.clone());
         if let Some(s) = self.state.as_mut() {
             for r in &s.restarts {
                 let line = format!("restart at uptime {}s: {}", r.uptime_ms / 1000, r.outcome);
