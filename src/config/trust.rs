@@ -137,23 +137,22 @@ pub fn open_trusted(path: &Path) -> Result<File, Distrust> {
     Ok(file)
 }
 
-/// Every directory above the path as named (through which a link in it could be
-/// swapped) and above the file the descriptor really is, each once, nearest first.
+/// Every directory above the path as named, as written (a directory holding a symlink of
+/// the path could swap that link) and resolved, and above the file the descriptor really
+/// is: each once, nearest first.
 fn directories_above(path: &Path, file: &File) -> Vec<PathBuf> {
     use std::os::fd::AsRawFd;
-    let named = path.parent().and_then(|p| {
-        std::fs::canonicalize(if p.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            p
-        })
-        .ok()
-    });
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let written = std::path::absolute(parent).ok();
+    let resolved = std::fs::canonicalize(parent).ok();
     let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf));
     let mut out: Vec<PathBuf> = Vec::new();
-    for start in [named, real].into_iter().flatten() {
+    for start in [written, resolved, real].into_iter().flatten() {
         for dir in start.ancestors() {
             if !out.iter().any(|d| d == dir) {
                 out.push(dir.to_path_buf());
@@ -265,6 +264,27 @@ mod tests {
         let link = tmp.path().join("link.toml");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let e = open_trusted(&link).unwrap_err().to_string();
+        assert!(e.contains(&*open.to_string_lossy()), "{e}");
+    }
+
+    #[test]
+    fn a_directory_link_is_judged_where_it_lives_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (open, safe) = (tmp.path().join("open"), tmp.path().join("safe"));
+        std::fs::create_dir(&open).unwrap();
+        std::fs::create_dir(&safe).unwrap();
+        let file = safe.join("x.toml");
+        std::fs::write(&file, "").unwrap();
+        chmod(&file, 0o644);
+        chmod(&safe, 0o755);
+        std::os::unix::fs::symlink(&safe, open.join("conf")).unwrap();
+        chmod(&open, 0o755);
+        assert!(open_trusted(&open.join("conf/x.toml")).is_ok());
+        // Another user could replace the link `open/conf` itself.
+        chmod(&open, 0o777);
+        let e = open_trusted(&open.join("conf/x.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(&*open.to_string_lossy()), "{e}");
     }
 
