@@ -9,18 +9,9 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use support::node::{runtime, Node, TOOLS};
 use support::runtime::*;
 use support::*;
-
-const TOOLS: &[&str] = &[
-    "containerd",
-    "ctr",
-    "runc",
-    "gcc",
-    "mkfs.ext4",
-    "losetup",
-    "mount",
-];
 
 fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -30,62 +21,32 @@ fn chown(p: &Path, uid: u32) {
     std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap();
 }
 
-/// A node in the TKGS order (tests/runtime.rs s02): the volume holds the sandbox image,
-/// containerd runs on the root filesystem's copy of its root with the volume mounted over
-/// it. A guard that trusts its inputs restarts it (see
-/// `trusted_root_owned_inputs_are_read_and_the_guard_acts`); every refusal must not.
-struct Node {
-    ctrd: Restartable,
-    vol: LoopVolume,
-    img: PauseImage,
-    t: TempRoot,
+fn image(tag: &str) -> String {
+    format!("127.0.0.1:{}/guard/pause:{tag}", dead_port())
 }
 
-impl Node {
-    /// containerd on the volume, the image not imported (yet).
-    fn healthy(tag: &str) -> Node {
-        let t = TempRoot::new();
-        let image = format!("127.0.0.1:{}/guard/pause:{tag}", dead_port());
-        t.write_containerd_config_with(Some(&image));
-        let vol = LoopVolume::new(
-            &t.images(),
-            FsKind::Ext4,
-            &unique("cg", 8),
-            &t.volume_path(),
-        );
-        let ctrd = Restartable::start(&t);
-        Node {
-            ctrd,
-            vol,
-            img: PauseImage::new(&image),
-            t,
-        }
-    }
-
-    fn tkgs(tag: &str) -> Node {
-        let mut n = Node::healthy(tag);
-        n.ctrd.ctr_import(&n.archive());
-        n.ctrd.stop();
-        drop(n.vol.mount.take());
-        n.ctrd.restart_by_hand();
-        n.vol.mount = Some(n.vol.device.mount(&n.t.volume_path(), ""));
-        n
-    }
-
+/// What these tests add to the shared test node ([`Node`]). A TKGS node
+/// (`Node::tkgs`) is one a guard that trusts its inputs restarts (see
+/// `trusted_root_owned_inputs_are_read_and_the_guard_acts`); every refusal must not.
+trait InputsNode {
     /// A good OCI archive of the sandbox image, root's, 0644.
+    fn archive(&self) -> PathBuf;
+    /// The guard's whole config: this tree's containerd, `restart`, `extra`.
+    fn config_text(&self, restart: &Path, extra: &str) -> String;
+    /// The same with the restart program, written as the guard's config file.
+    fn config_with(&self, extra: &str) -> PathBuf;
+    /// Nothing was done: no restart, the same containerd, no state written, no content
+    /// lost.
+    fn assert_untouched(&self, pid: i32, before: &ContentSnapshot);
+}
+
+impl InputsNode for Node {
     fn archive(&self) -> PathBuf {
-        let p = self
-            .img
-            .write_oci(&self.t.path().join("pause.oci.tar"), false);
+        let p = self.oci_archive(false);
         chmod(&p, 0o644);
         p
     }
 
-    fn content(&self) -> ContentSnapshot {
-        ContentSnapshot::take(&self.t.volume_path(), Some(&self.t.socket()))
-    }
-
-    /// The guard's whole config: this tree's containerd, the restart program, `extra`.
     fn config_text(&self, restart: &Path, extra: &str) -> String {
         format!(
             "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{extra}\n",
@@ -95,25 +56,19 @@ impl Node {
         )
     }
 
-    fn config(&self, extra: &str) -> PathBuf {
+    fn config_with(&self, extra: &str) -> PathBuf {
         let text = self.config_text(&self.ctrd.restart_program(), extra);
         self.t.write_guard_config_raw(&text)
     }
 
-    /// Nothing was done: no restart, the same containerd, no state written, no content
-    /// lost.
     #[track_caller]
     fn assert_untouched(&self, pid: i32, before: &ContentSnapshot) {
         assert_eq!(self.ctrd.restarts(), 0, "nothing may be restarted");
         assert_eq!(self.ctrd.pid(), pid, "the same containerd runs");
-        let state = self.t.guard_state_dir().join("runtime.json");
+        let state = self.state_file();
         assert!(!state.exists(), "nothing recorded: {}", state.display());
         before.assert_nothing_lost(&self.content());
     }
-}
-
-fn runtime(cfg: &Path) -> Outcome {
-    Guard::with_config(cfg).run(&["--json", "runtime"])
 }
 
 /// Exit 3, and the message names every one of `needles` (the file, owner, mode, fix).
@@ -132,9 +87,9 @@ fn expect_config_error(out: &Outcome, needles: &[&str]) {
 /// Runs `guard runtime` with the config `fault` leaves, on a node a trusting guard would
 /// restart; expects exit 3 naming `needles` and nothing done.
 fn refused(tag: &str, fault: impl FnOnce(&Node, PathBuf) -> (PathBuf, Vec<String>)) {
-    let n = Node::tkgs(tag);
+    let n = Node::tkgs(&image(tag));
     let archive = n.archive();
-    let cfg = n.config(&format!(
+    let cfg = n.config_with(&format!(
         "[sandbox]\narchives = [\"{}\"]\npull = false\n",
         archive.display()
     ));
@@ -249,7 +204,7 @@ fn config_fragment_writable_by_group_is_refused_exit_3() {
     if !require_root(TOOLS) {
         return;
     }
-    let n = Node::tkgs("fragment-group");
+    let n = Node::tkgs(&image("fragment-group"));
     let sysroot = n.t.path().join("sysroot");
     let dir = sysroot.join("etc/containerd-guard/config.d");
     std::fs::create_dir_all(&dir).unwrap();
@@ -272,9 +227,9 @@ fn trusted_root_owned_inputs_are_read_and_the_guard_acts() {
     if !require_root(TOOLS) {
         return;
     }
-    let n = Node::tkgs("trusted");
+    let n = Node::tkgs(&image("trusted"));
     let archive = n.archive();
-    let cfg = n.config(&format!(
+    let cfg = n.config_with(&format!(
         "[sandbox]\narchives = [\"{}\"]\npull = false\n",
         archive.display()
     ));
@@ -309,7 +264,7 @@ fn archive_appearing_later_writable_by_others_is_refused_at_import() {
     if !require_root(TOOLS) {
         return;
     }
-    let n = Node::healthy("late-archive");
+    let n = Node::healthy(&image("late-archive"));
     let before = n.content();
     // containerd died (a restart is due); the archive is not there when the guard starts.
     n.ctrd.stop();
@@ -428,7 +383,7 @@ fn socket_path_a_regular_file_is_named_and_containerd_not_restarted() {
     if !require_root(TOOLS) {
         return;
     }
-    let n = Node::healthy("sock-file");
+    let n = Node::healthy(&image("sock-file"));
     let cfg = socket_node(&n);
     let before = n.content();
     let pid = n.ctrd.pid();
@@ -446,7 +401,7 @@ fn socket_path_a_dangling_symlink_is_named_and_containerd_not_restarted() {
     if !require_root(TOOLS) {
         return;
     }
-    let n = Node::healthy("sock-link");
+    let n = Node::healthy(&image("sock-link"));
     let cfg = socket_node(&n);
     let before = n.content();
     let pid = n.ctrd.pid();
@@ -499,7 +454,7 @@ fn socket_the_guard_may_not_connect_to_is_named_and_containerd_not_restarted() {
     } else {
         base.to_str().unwrap()
     }));
-    let image = format!("127.0.0.1:{}/guard/pause:sock-perm", dead_port());
+    let image = image("sock-perm");
     t.write_containerd_config_with(Some(&image));
     let vol = LoopVolume::new(
         &t.images(),
@@ -576,7 +531,7 @@ fn stale_with_state_dir(
     tag: &str,
     state_dir: impl FnOnce(&Node) -> PathBuf,
 ) -> (Node, PathBuf, PathBuf) {
-    let n = Node::tkgs(tag);
+    let n = Node::tkgs(&image(tag));
     let dir = state_dir(&n);
     let text = n
         .config_text(
@@ -620,7 +575,7 @@ fn state_dir_read_only_on_a_healthy_node_is_usable_with_a_warning_naming_it() {
     if !require_root(TOOLS) {
         return;
     }
-    let n = Node::healthy("state-ro");
+    let n = Node::healthy(&image("state-ro"));
     n.ctrd.ctr_import(&n.archive());
     let ro = n.t.path().join("ro-state");
     let _ro = Mount::fs("tmpfs", "cg-ro-state", &ro, "ro,size=1m");
