@@ -106,16 +106,12 @@ pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError>
             key: String::new(),
             problem: format!("cannot read: {e}"),
         })?;
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
-            file: file.clone(),
-            key: String::new(),
-            problem: format!("not valid TOML: {}", e.message().trim()),
-        })?;
-        for key in schema::apply(&mut settings, &table).map_err(|(key, problem)| ConfigError {
+        let set = apply_fragment(&mut settings, &text).map_err(|(key, problem)| ConfigError {
             file: file.clone(),
             key,
             problem,
-        })? {
+        })?;
+        for key in set {
             sources.insert(key, Source::File(file.clone()));
         }
     }
@@ -127,6 +123,21 @@ pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError>
 }
 
 /// `guard config`: every key, its effective value and where it came from.
+/// Applies one fragment's text over `settings`: the dotted keys it set, or the key at fault
+/// (empty for the whole file) and the problem.
+pub fn apply_fragment(
+    settings: &mut Settings,
+    text: &str,
+) -> Result<Vec<String>, (String, String)> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        (
+            String::new(),
+            format!("not valid TOML: {}", e.message().trim()),
+        )
+    })?;
+    schema::apply(settings, &table)
+}
+
 pub fn describe(loaded: &Loaded) -> String {
     let mut out = String::new();
     if loaded.files.is_empty() {
