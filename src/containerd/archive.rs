@@ -73,11 +73,12 @@ fn read_capped(reader: impl Read, cap: u64) -> Result<Files, String> {
     let mut left = cap;
     for entry in archive.entries().map_err(|e| e.to_string())? {
         let mut entry = entry.map_err(|e| format!("bad entry header: {e}"))?;
-        let name = entry_name(&entry)?;
         let kind = entry.header().entry_type();
+        // Directories hold nothing that is read (`tar -C dir -cf x.tar .` starts with `./`).
         if kind.is_dir() || kind.is_pax_global_extensions() {
             continue;
         }
+        let name = entry_name(&entry)?;
         if !(kind.is_file() || kind.is_contiguous()) {
             return Err(refused_kind(&entry, &name));
         }
