@@ -14,9 +14,15 @@
 //!   `verify`.
 //! - [`state`] owns `state_dir`: one reader, one atomic writer, the repair lock.
 //! - [`report`] turns findings into the table and the JSON; [`cli`] only dispatches.
+//!
+//! Without the default `grpc` feature only the parsers of outside input and what they
+//! need are built (`checks`, `cli`, `phases`, `remedies` and the gRPC clients are not):
+//! the fuzz targets in `fuzz/` build that way.
 
 pub mod backoff;
+#[cfg(feature = "grpc")]
 pub mod checks;
+#[cfg(feature = "grpc")]
 pub mod cli;
 pub mod config;
 pub mod containerd;
@@ -24,7 +30,9 @@ pub mod host;
 pub mod journal;
 pub mod metrics;
 pub mod notify;
+#[cfg(feature = "grpc")]
 pub mod phases;
+#[cfg(feature = "grpc")]
 pub mod remedies;
 pub mod report;
 pub mod state;

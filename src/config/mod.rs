@@ -98,12 +98,13 @@ pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError>
     let mut settings = Settings::default();
     let mut sources = BTreeMap::new();
     for file in &files {
-        let table = read_table(file, explicit.is_some()).map_err(|p| whole(file, p))?;
-        for key in schema::apply(&mut settings, &table).map_err(|(key, problem)| ConfigError {
+        let text = read_text(file, explicit.is_some()).map_err(|p| whole(file, p))?;
+        let set = apply_fragment(&mut settings, &text).map_err(|(key, problem)| ConfigError {
             file: file.clone(),
             key,
             problem,
-        })? {
+        })?;
+        for key in set {
             sources.insert(key, Source::File(file.clone()));
         }
     }
@@ -116,8 +117,8 @@ pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError>
     Ok(loaded)
 }
 
-/// One fragment, opened and judged through one descriptor, read (bounded) and parsed.
-fn read_table(file: &Path, explicit: bool) -> Result<toml::Table, String> {
+/// One fragment, opened and judged through one descriptor, read (bounded) as UTF-8.
+fn read_text(file: &Path, explicit: bool) -> Result<String, String> {
     let opened = trust::open_trusted(file).map_err(|e| match e {
         trust::Distrust::Missing if explicit => {
             "no such file (given with --config); drop --config to use the layered search"
@@ -127,14 +128,12 @@ fn read_table(file: &Path, explicit: bool) -> Result<toml::Table, String> {
         other => other.to_string(),
     })?;
     let bytes = trust::read_capped(opened, file, MAX_CONFIG)?;
-    let text = String::from_utf8(bytes).map_err(|e| {
+    String::from_utf8(bytes).map_err(|e| {
         format!(
             "not UTF-8 text (invalid byte at offset {})",
             e.utf8_error().valid_up_to()
         )
-    })?;
-    text.parse()
-        .map_err(|e: toml::de::Error| format!("not valid TOML: {}", e.message().trim()))
+    })
 }
 
 /// An archive that exists now and that another user could have written is refused with
@@ -157,6 +156,21 @@ fn check_archives(host: &Host, loaded: &Loaded) -> Result<(), ConfigError> {
 }
 
 /// `guard config`: every key, its effective value and where it came from.
+/// Applies one fragment's text over `settings`: the dotted keys it set, or the key at fault
+/// (empty for the whole file) and the problem.
+pub fn apply_fragment(
+    settings: &mut Settings,
+    text: &str,
+) -> Result<Vec<String>, (String, String)> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        (
+            String::new(),
+            format!("not valid TOML: {}", e.message().trim()),
+        )
+    })?;
+    schema::apply(settings, &table)
+}
+
 pub fn describe(loaded: &Loaded) -> String {
     let mut out = String::new();
     if loaded.files.is_empty() {

@@ -3,13 +3,15 @@
 //! (`manifest.json`), as tar files. Before anything is imported, every blob the wanted
 //! image needs is checked against its digest (OCI) or, for docker archives, the config
 //! against its file name and every layer against the config's diff IDs. A corrupt archive
-//! is refused with what did not match.
+//! is refused with what did not match. The tar layer is the `tar` crate; the JSON is read
+//! as `serde_json` values (see README, "Dependencies", for why not `oci-spec`).
 
 use super::oci::normalize_ref;
 use super::oci::{desc, diff_ids, is_index, manifest_parts, pick_manifest, sha256_digest, Desc};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::io::Read;
+use std::path::{Component, Path};
 
 /// Archives larger than this are refused: a sandbox image is a few hundred KiB.
 const MAX_ARCHIVE: u64 = 512 << 20;
@@ -29,8 +31,12 @@ pub struct Verified {
     pub top: Option<Desc>,
 }
 
-/// Reads a tar archive into name -> content. Handles ustar, GNU long names and pax paths.
-pub fn read_tar(path: &Path) -> Result<BTreeMap<String, Vec<u8>>, String> {
+/// The archive's regular files, by name (`./` stripped).
+pub type Files = BTreeMap<String, Vec<u8>>;
+
+/// Reads a tar archive into name -> content (see [`read_entries`]). A file larger than the
+/// cap is refused from its metadata, before it is opened.
+pub fn read_tar(path: &Path) -> Result<Files, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if meta.len() > MAX_ARCHIVE {
         return Err(format!(
@@ -39,88 +45,111 @@ pub fn read_tar(path: &Path) -> Result<BTreeMap<String, Vec<u8>>, String> {
             meta.len()
         ));
     }
-    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse_tar(&data).map_err(|e| format!("{}: not a tar archive: {e}", path.display()))
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // Bounded again while reading: the file may grow after its size was checked.
+    read_entries(std::io::BufReader::new(file).take(MAX_ARCHIVE))
+        .map_err(|e| format!("{}: not a usable image archive: {e}", path.display()))
 }
 
-fn octal(field: &[u8]) -> Result<u64, String> {
-    let s: String = field
-        .iter()
-        .take_while(|&&b| b != 0)
-        .map(|&b| b as char)
-        .collect::<String>()
-        .trim()
-        .to_string();
-    if s.is_empty() {
-        return Ok(0);
-    }
-    u64::from_str_radix(&s, 8).map_err(|_| format!("bad octal field {s:?}"))
+/// [`read_entries`] over bytes in memory (the fuzz target's entry point).
+pub fn parse_tar(data: &[u8]) -> Result<Files, String> {
+    read_entries(data)
 }
 
-fn cstr(field: &[u8]) -> String {
-    String::from_utf8_lossy(&field[..field.iter().position(|&b| b == 0).unwrap_or(field.len())])
-        .into_owned()
+/// Reads every entry through the `tar` crate (ustar, GNU long names, pax). The guard never
+/// unpacks an archive, but `ctr import` reads the same file after the digests are checked
+/// here, so anything that could make the two see different content is refused: links
+/// (hard or symbolic), devices and FIFOs, a name used twice, a name that is absolute or
+/// climbs with `..`. Each entry's size is checked against what is left of the 512 MiB
+/// budget from its header, before a byte of it is read; a body shorter than its header
+/// says is a truncated archive.
+pub fn read_entries(reader: impl Read) -> Result<Files, String> {
+    read_capped(reader, MAX_ARCHIVE)
 }
 
-pub fn parse_tar(data: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, String> {
-    let mut out = BTreeMap::new();
-    let mut pos = 0usize;
-    let mut long_name: Option<String> = None;
-    while pos + 512 <= data.len() {
-        let h = &data[pos..pos + 512];
-        if h.iter().all(|&b| b == 0) {
-            break;
+fn read_capped(reader: impl Read, cap: u64) -> Result<Files, String> {
+    let mut archive = tar::Archive::new(reader);
+    let mut out = Files::new();
+    let mut left = cap;
+    for entry in archive.entries().map_err(|e| e.to_string())? {
+        let mut entry = entry.map_err(|e| format!("bad entry header: {e}"))?;
+        let kind = entry.header().entry_type();
+        // Directories hold nothing that is read (`tar -C dir -cf x.tar .` starts with `./`).
+        if kind.is_dir() || kind.is_pax_global_extensions() {
+            continue;
         }
-        let sum: u64 = h
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| {
-                if (148..156).contains(&i) {
-                    32
-                } else {
-                    b as u64
-                }
-            })
-            .sum();
-        if octal(&h[148..156])? != sum {
-            return Err(format!("header checksum mismatch at offset {pos}"));
+        let name = entry_name(&entry)?;
+        if !(kind.is_file() || kind.is_contiguous()) {
+            return Err(refused_kind(&entry, &name));
         }
-        let size = octal(&h[124..136])? as usize;
-        let kind = h[156];
-        let body_start = pos + 512;
-        let body_end = body_start
-            .checked_add(size)
-            .filter(|&e| e <= data.len())
-            .ok_or("truncated entry")?;
-        let body = &data[body_start..body_end];
-        let mut name = cstr(&h[0..100]);
-        let prefix = cstr(&h[345..500]);
-        if &h[257..262] == b"ustar" && !prefix.is_empty() {
-            name = format!("{prefix}/{name}");
+        let size = entry.size();
+        if size > left {
+            return Err(format!(
+                "{name} claims {size} bytes, more than the {} MiB an archive may hold",
+                cap >> 20
+            ));
         }
-        match kind {
-            b'L' => long_name = Some(cstr(body)),
-            b'x' => {
-                // pax: "len path=value\n" records; only path matters here.
-                for rec in String::from_utf8_lossy(body).lines() {
-                    if let Some((_, kv)) = rec.split_once(' ') {
-                        if let Some(p) = kv.strip_prefix("path=") {
-                            long_name = Some(p.to_string());
-                        }
-                    }
-                }
-            }
-            b'0' | 0 | b'7' => {
-                let n = long_name.take().unwrap_or(name);
-                out.insert(n.trim_start_matches("./").to_string(), body.to_vec());
-            }
-            _ => {
-                long_name = None;
-            }
+        left -= size;
+        let mut body = Vec::new();
+        entry
+            .read_to_end(&mut body)
+            .map_err(|e| format!("{name}: {e}"))?;
+        if body.len() as u64 != size {
+            return Err(format!(
+                "truncated: {name} has {} of its {size} bytes",
+                body.len()
+            ));
         }
-        pos = body_start + size.div_ceil(512) * 512;
+        if out.insert(name.clone(), body).is_some() {
+            return Err(format!("{name} is in the archive twice"));
+        }
     }
     Ok(out)
+}
+
+/// The entry's path (GNU long name and pax `path` applied), relative and without `..`.
+fn entry_name<R: Read>(entry: &tar::Entry<R>) -> Result<String, String> {
+    let raw = entry.path_bytes();
+    let text = std::str::from_utf8(&raw).map_err(|_| {
+        format!(
+            "entry name {:?} is not UTF-8",
+            String::from_utf8_lossy(&raw)
+        )
+    })?;
+    let name = text.trim_start_matches("./");
+    let climbs = Path::new(name)
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+    if name.is_empty() || climbs {
+        return Err(format!(
+            "entry name {text:?} is absolute or climbs out with .."
+        ));
+    }
+    Ok(name.to_string())
+}
+
+fn refused_kind<R: Read>(entry: &tar::Entry<R>, name: &str) -> String {
+    let kind = entry.header().entry_type();
+    let target = || {
+        let t = entry.link_name_bytes().unwrap_or_default();
+        String::from_utf8_lossy(&t).into_owned()
+    };
+    if kind.is_hard_link() || kind.is_symlink() {
+        let what = if kind.is_hard_link() {
+            "hard link"
+        } else {
+            "symlink"
+        };
+        return format!(
+            "{name} is a {what} to {:?}: refused (an image archive needs none, and a \
+             link could make the import read other content than was verified)",
+            target()
+        );
+    }
+    format!(
+        "{name} is of tar type {:?}, not a regular file: refused",
+        kind.as_byte() as char
+    )
 }
 
 fn blob_path(digest: &str) -> Option<String> {
@@ -128,7 +157,7 @@ fn blob_path(digest: &str) -> Option<String> {
     Some(format!("blobs/{alg}/{hex}"))
 }
 
-fn checked_blob<'a>(files: &'a BTreeMap<String, Vec<u8>>, d: &Desc) -> Result<&'a [u8], String> {
+fn checked_blob<'a>(files: &'a Files, d: &Desc) -> Result<&'a [u8], String> {
     let p = blob_path(&d.digest).ok_or_else(|| format!("bad digest {:?}", d.digest))?;
     let data = files.get(&p).ok_or_else(|| format!("{p} is missing"))?;
     let got = sha256_digest(data);
@@ -156,12 +185,7 @@ fn image_name(annotations: Option<&Value>) -> Option<String> {
 
 /// Verifies `files` as an archive holding `wanted` (a normalised name, possibly with a
 /// `@digest`). `os`/`arch` select the platform.
-pub fn verify(
-    files: &BTreeMap<String, Vec<u8>>,
-    wanted: &str,
-    os: &str,
-    arch: &str,
-) -> Result<Verified, String> {
+pub fn verify(files: &Files, wanted: &str, os: &str, arch: &str) -> Result<Verified, String> {
     if let Some(index) = files.get("index.json") {
         return verify_oci(files, index, wanted, os, arch);
     }
@@ -173,7 +197,7 @@ pub fn verify(
 
 /// An OCI layout: the index entry for `wanted`, then every blob below it by digest.
 fn verify_oci(
-    files: &BTreeMap<String, Vec<u8>>,
+    files: &Files,
     index: &[u8],
     wanted: &str,
     os: &str,
@@ -248,11 +272,7 @@ fn index_entry(index: &Value, wanted: &str) -> Result<(Desc, Vec<String>), Strin
 
 /// A `docker save` archive: the manifest.json entry for `wanted`, its config by the digest
 /// in its file name, and each layer by the config's diff IDs.
-fn verify_docker(
-    files: &BTreeMap<String, Vec<u8>>,
-    manifest: &[u8],
-    wanted: &str,
-) -> Result<Verified, String> {
+fn verify_docker(files: &Files, manifest: &[u8], wanted: &str) -> Result<Verified, String> {
     let list: Value =
         serde_json::from_slice(manifest).map_err(|e| format!("manifest.json: {e}"))?;
     let entries = list.as_array().ok_or("manifest.json is not a list")?;
@@ -312,10 +332,7 @@ fn docker_entry<'a>(entries: &'a [Value], wanted: &str) -> Result<&'a Value, Str
 }
 
 /// The config named `<hex>.json` must hash to `sha256:<hex>`; its diff IDs.
-fn docker_config_diffs(
-    files: &BTreeMap<String, Vec<u8>>,
-    config_name: &str,
-) -> Result<Vec<String>, String> {
+fn docker_config_diffs(files: &Files, config_name: &str) -> Result<Vec<String>, String> {
     let config = files
         .get(config_name)
         .ok_or_else(|| format!("{config_name} is missing"))?;
@@ -335,148 +352,4 @@ fn docker_config_diffs(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A minimal ustar writer for fixtures.
-    pub fn tar(entries: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for (name, data) in entries {
-            let mut h = [0u8; 512];
-            h[..name.len()].copy_from_slice(name.as_bytes());
-            h[100..107].copy_from_slice(b"0000644");
-            h[108..115].copy_from_slice(b"0000000");
-            h[116..123].copy_from_slice(b"0000000");
-            h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
-            h[136..147].copy_from_slice(b"00000000000");
-            h[156] = b'0';
-            h[257..263].copy_from_slice(b"ustar\0");
-            h[263..265].copy_from_slice(b"00");
-            h[148..156].copy_from_slice(b"        ");
-            let sum: u32 = h.iter().map(|&b| b as u32).sum();
-            h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-            out.extend_from_slice(&h);
-            out.extend_from_slice(data);
-            out.resize(out.len().div_ceil(512) * 512, 0);
-        }
-        out.resize(out.len() + 1024, 0);
-        out
-    }
-
-    fn oci(layer: &[u8], tamper: bool) -> BTreeMap<String, Vec<u8>> {
-        let ld = sha256_digest(layer);
-        let config = serde_json::to_vec(&serde_json::json!({
-            "architecture": "amd64", "os": "linux",
-            "rootfs": {"type": "layers", "diff_ids": [ld]}
-        }))
-        .unwrap();
-        let cd = sha256_digest(&config);
-        let manifest = serde_json::to_vec(&serde_json::json!({
-            "schemaVersion": 2, "mediaType": super::super::oci::MT_OCI_MANIFEST,
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": config.len()},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": layer.len()}]
-        }))
-        .unwrap();
-        let md = sha256_digest(&manifest);
-        let index = serde_json::to_vec(&serde_json::json!({
-            "schemaVersion": 2,
-            "manifests": [{"mediaType": super::super::oci::MT_OCI_MANIFEST, "digest": md, "size": manifest.len(),
-                "annotations": {"io.containerd.image.name": "localhost:5000/pause:1",
-                                 "org.opencontainers.image.ref.name": "1"}}]
-        }))
-        .unwrap();
-        let mut layer_bytes = layer.to_vec();
-        if tamper {
-            layer_bytes[0] ^= 1;
-        }
-        let hexof = |d: &str| format!("blobs/sha256/{}", d.trim_start_matches("sha256:"));
-        let t = tar(&[
-            ("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#),
-            ("index.json", &index),
-            (&hexof(&md), &manifest),
-            (&hexof(&cd), &config),
-            (&hexof(&ld), &layer_bytes),
-        ]);
-        parse_tar(&t).unwrap()
-    }
-
-    #[test]
-    fn a_good_oci_archive_verifies_and_names_its_image() {
-        let files = oci(b"layer-bytes", false);
-        let v = verify(&files, "localhost:5000/pause:1", "linux", "amd64").unwrap();
-        assert_eq!(v.format, Format::Oci);
-        assert_eq!(v.names, vec!["localhost:5000/pause:1".to_string()]);
-    }
-
-    #[test]
-    fn a_tampered_layer_is_refused_with_the_digest() {
-        let err = verify(
-            &oci(b"layer-bytes", true),
-            "localhost:5000/pause:1",
-            "linux",
-            "amd64",
-        )
-        .unwrap_err();
-        assert!(
-            err.contains("has digest") && err.contains("the index says"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn a_configured_digest_must_match() {
-        let err = verify(
-            &oci(b"x", false),
-            "localhost:5000/pause@sha256:0000",
-            "linux",
-            "amd64",
-        )
-        .unwrap_err();
-        assert!(
-            err.contains("names no image") || err.contains("configured digest"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn docker_archive_layers_are_checked_against_diff_ids() {
-        let layer = b"docker-layer".to_vec();
-        let config = serde_json::to_vec(
-            &serde_json::json!({"rootfs": {"type": "layers", "diff_ids": [sha256_digest(&layer)]}}),
-        )
-        .unwrap();
-        let chex = sha256_digest(&config)
-            .trim_start_matches("sha256:")
-            .to_string();
-        let manifest = serde_json::to_vec(&serde_json::json!([
-            {"Config": format!("{chex}.json"), "RepoTags": ["localhost:5000/pause:1"], "Layers": ["abc/layer.tar"]}
-        ]))
-        .unwrap();
-        let good = parse_tar(&tar(&[
-            ("manifest.json", &manifest),
-            (&format!("{chex}.json"), &config),
-            ("abc/layer.tar", &layer),
-        ]))
-        .unwrap();
-        assert_eq!(
-            verify(&good, "localhost:5000/pause:1", "linux", "amd64")
-                .unwrap()
-                .format,
-            Format::Docker
-        );
-        let bad = parse_tar(&tar(&[
-            ("manifest.json", &manifest),
-            (&format!("{chex}.json"), &config),
-            ("abc/layer.tar", b"evil"),
-        ]))
-        .unwrap();
-        assert!(verify(&bad, "localhost:5000/pause:1", "linux", "amd64")
-            .unwrap_err()
-            .contains("the config says"));
-    }
-
-    #[test]
-    fn garbage_is_not_a_tar() {
-        assert!(parse_tar(&[1u8; 1024]).is_err());
-    }
-}
+mod tests;

@@ -4,10 +4,15 @@
 //! and examples only). Phase 1 never starts the async runtime these need.
 
 pub mod archive;
+#[cfg(feature = "grpc")]
 pub mod client;
 pub mod config;
+#[cfg(feature = "grpc")]
 pub mod cri;
+#[cfg(feature = "grpc")]
 pub mod image;
 pub mod oci;
+#[cfg(feature = "grpc")]
 pub mod pod;
+#[cfg(feature = "grpc")]
 pub mod tasks;

@@ -96,7 +96,12 @@ pub fn hierarchies(host: &Host, path: &str) -> Vec<PathBuf> {
 pub fn procs(dir: &Path) -> Result<Vec<i32>, String> {
     let text = std::fs::read_to_string(dir.join("cgroup.procs"))
         .map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    Ok(parse_procs(&text))
+}
+
+/// The pids of a `cgroup.procs` text, one a line.
+pub fn parse_procs(text: &str) -> Vec<i32> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
 /// Kills every process in the cgroup `path` and removes it. v2 (`cgroup.kill`) when the

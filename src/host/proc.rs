@@ -23,11 +23,7 @@ pub fn processes_for_root(host: &Host, root: &Path) -> Vec<(i32, String)> {
         let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
-        let args: Vec<String> = raw
-            .split(|&b| b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
+        let args = cmdline_args(&raw);
         if uses_root(host, pid, &args, root) {
             found.push((pid, args.join(" ")));
         }
@@ -64,8 +60,16 @@ fn uses_root(host: &Host, pid: i32, args: &[String], root: &Path) -> bool {
     }
 }
 
+/// `/proc/PID/cmdline`: NUL-separated arguments, empty ones dropped.
+pub fn cmdline_args(raw: &[u8]) -> Vec<String> {
+    raw.split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
 /// The value of `--name VALUE`, `--name=VALUE` or the short form `-c VALUE`/`-cVALUE`.
-fn flag(args: &[String], long: &str, short: Option<&str>) -> Option<String> {
+pub fn flag(args: &[String], long: &str, short: Option<&str>) -> Option<String> {
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         if let Some(v) = a.strip_prefix(long).and_then(|r| r.strip_prefix('=')) {
@@ -112,11 +116,7 @@ pub fn read_proc(host: &Host, pid: i32) -> Option<ProcInfo> {
     let dir = host.proc(pid.to_string());
     let (ppid, start_ticks) = parse_stat(&std::fs::read_to_string(dir.join("stat")).ok()?)?;
     let raw = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-    let cmdline: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+    let cmdline = cmdline_args(&raw);
     Some(ProcInfo {
         pid,
         ppid,
@@ -213,6 +213,11 @@ pub fn parse_tcp_listeners(text: &str) -> Vec<Listener> {
 
 /// `/proc/net/tcp` prints addresses as little-endian 32-bit words in hex.
 fn decode_ip(hex: &str) -> Option<String> {
+    // Sliced by byte offsets below: anything but ASCII hex is no address (and a multi-byte
+    // character would put a slice inside it).
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
     let words: Vec<u32> = (0..hex.len() / 8)
         .map(|i| u32::from_str_radix(&hex[i * 8..i * 8 + 8], 16).map(u32::from_be))
         .collect::<Result<_, _>>()
@@ -372,5 +377,15 @@ mod tests {
         );
         let tcp6 = "header\n 0: 00000000000000000000000001000000:0050 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 4444 1\n";
         assert_eq!(parse_tcp_listeners(tcp6)[0].address, "[::1]:80");
+    }
+
+    #[test]
+    fn a_listener_address_with_a_multibyte_character_is_skipped_not_a_panic() {
+        // Found by the proc_files fuzz target: slicing "0000000\u{fffd}" at byte 8 fell
+        // inside the character and panicked.
+        let tcp = "h\n 0: 0000000\u{fffd}:0050 0 0A 0 0 0 0 0 4444 1\n";
+        assert_eq!(parse_tcp_listeners(tcp), vec![]);
+        let tcp = "h\n 0: 0100007F:0050 0 0A 0 0 0 0 0 4444 1\n";
+        assert_eq!(parse_tcp_listeners(tcp)[0].address, "127.0.0.1:80");
     }
 }

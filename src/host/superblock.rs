@@ -10,6 +10,11 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
+/// What the readers below read: a block device or image file, or bytes in memory (tests
+/// and the fuzz targets).
+pub trait Device: Read + Seek {}
+impl<T: Read + Seek> Device for T {}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsIdentity {
     pub fstype: &'static str,
@@ -18,10 +23,10 @@ pub struct FsIdentity {
     pub uuid: String,
 }
 
-fn read_at(file: &mut File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-    file.seek(SeekFrom::Start(offset))?;
+fn read_at(dev: &mut impl Device, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    dev.seek(SeekFrom::Start(offset))?;
     let mut buf = vec![0u8; len];
-    file.read_exact(&mut buf)?;
+    dev.read_exact(&mut buf)?;
     Ok(buf)
 }
 
@@ -93,10 +98,14 @@ const LAYOUTS: &[Layout] = &[
 
 /// Identifies the filesystem on `device`, or `None` when none of the known formats is there.
 pub fn read_identity(device: &Path) -> io::Result<Option<FsIdentity>> {
-    let mut f = File::open(device)?;
+    identify(&mut File::open(device)?)
+}
+
+/// [`read_identity`] of an open device.
+pub fn identify(f: &mut impl Device) -> io::Result<Option<FsIdentity>> {
     for l in LAYOUTS {
         // A device too small for this layout's superblock simply is not this format.
-        let Ok(sb) = read_at(&mut f, l.at, l.label.end) else {
+        let Ok(sb) = read_at(f, l.at, l.label.end) else {
             continue;
         };
         if &sb[l.magic_at..l.magic_at + l.magic.len()] == l.magic {
@@ -127,8 +136,19 @@ pub fn read_partition(
     if number == 0 {
         return Ok(None);
     }
-    let mut f = File::open(disk)?;
-    let header = read_at(&mut f, sector, 92)?;
+    partition_of(&mut File::open(disk)?, number, sector)
+}
+
+/// [`read_partition`] of an open disk.
+pub fn partition_of(
+    f: &mut impl Device,
+    number: u32,
+    sector: u64,
+) -> io::Result<Option<PartitionIdentity>> {
+    if number == 0 {
+        return Ok(None);
+    }
+    let header = read_at(f, sector, 92)?;
     if &header[0..8] == b"EFI PART" {
         let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().unwrap_or_default());
         let u32_at = |o: usize| u32::from_le_bytes(header[o..o + 4].try_into().unwrap_or_default());
@@ -136,8 +156,14 @@ pub fn read_partition(
         if number > count || !(128..=4096).contains(&size) {
             return Ok(None);
         }
-        let offset = entries_lba * sector + u64::from(number - 1) * u64::from(size);
-        let entry = read_at(&mut f, offset, 128)?;
+        // The table's LBA is the disk's word: one past the end of a u64 is no table.
+        let offset = entries_lba
+            .checked_mul(sector)
+            .and_then(|o| o.checked_add(u64::from(number - 1) * u64::from(size)));
+        let Some(offset) = offset else {
+            return Ok(None);
+        };
+        let entry = read_at(f, offset, 128)?;
         if entry[0..16].iter().all(|&b| b == 0) {
             return Ok(None); // unused entry
         }
@@ -151,7 +177,7 @@ pub fn read_partition(
             partlabel: Some(String::from_utf16_lossy(&name)),
         }));
     }
-    let mbr = read_at(&mut f, 0, 512)?;
+    let mbr = read_at(f, 0, 512)?;
     if mbr[510..512] == [0x55, 0xaa] {
         let signature = u32::from_le_bytes([mbr[440], mbr[441], mbr[442], mbr[443]]);
         return Ok(Some(PartitionIdentity {
@@ -287,5 +313,32 @@ mod tests {
         let p = read_partition(img.path(), 1, 512).unwrap().unwrap();
         assert_eq!(p.partuuid, "deadbeef-01");
         assert_eq!(p.partlabel, None);
+    }
+
+    /// A GPT header, in memory, whose entry table starts at `entries_lba`.
+    fn gpt_disk(entries_lba: u64, count: u32, size: u32) -> Vec<u8> {
+        let mut disk = vec![0u8; 2048];
+        let h = &mut disk[512..];
+        h[..8].copy_from_slice(b"EFI PART");
+        h[72..80].copy_from_slice(&entries_lba.to_le_bytes());
+        h[80..84].copy_from_slice(&count.to_le_bytes());
+        h[84..88].copy_from_slice(&size.to_le_bytes());
+        disk
+    }
+
+    #[test]
+    fn a_gpt_table_beyond_any_disk_is_no_table_not_an_overflow() {
+        // entries_lba * sector overflowed u64 (a panic in debug builds, a wrapped offset
+        // in release); the table's LBA comes from the disk, so it is anything.
+        let disk = gpt_disk(u64::MAX / 2, 4, 128);
+        let got = partition_of(&mut std::io::Cursor::new(&disk), 1, 512).unwrap();
+        assert_eq!(got, None);
+        // A table past the end of this small disk is an I/O error, as on a real device.
+        let disk = gpt_disk(1 << 40, 4, 128);
+        assert!(partition_of(&mut std::io::Cursor::new(&disk), 1, 512).is_err());
+        assert_eq!(
+            partition_of(&mut std::io::Cursor::new(&disk), 0, 512).unwrap(),
+            None
+        );
     }
 }

@@ -110,14 +110,7 @@ impl StateDir {
             }
             Err(e) => return RuntimeFile::Corrupt(format!("cannot read {}: {e}", path.display())),
         };
-        match serde_json::from_slice::<State>(&text) {
-            Ok(s) if s.format != runtime::FORMAT => {
-                RuntimeFile::Corrupt(format!("unknown format {} in {}", s.format, path.display()))
-            }
-            Ok(s) if s.boot_id != self.boot_id => RuntimeFile::OtherBoot(s.boot_id),
-            Ok(s) => RuntimeFile::Current(s),
-            Err(e) => RuntimeFile::Corrupt(format!("{} does not parse: {e}", path.display())),
-        }
+        parse_runtime(&text, &path, &self.boot_id)
     }
 
     /// This boot's state for a repairing run (under the repair lock). A corrupt file is
@@ -160,8 +153,7 @@ impl StateDir {
     /// This boot's phase-1 record, if `guard volume` ran this boot and left a readable one.
     pub fn read_volume(&self) -> Option<VolumeRecord> {
         let text = read_bounded(&self.dir.join(VOLUME_RECORD)).ok()?;
-        let record: VolumeRecord = serde_json::from_slice(&text).ok()?;
-        (record.boot_id == self.boot_id).then_some(record)
+        parse_volume(&text, &self.boot_id)
     }
 
     /// Leaves phase 1's outcome where `guard status`, phase 2 and containerd's unit look:
@@ -260,6 +252,24 @@ pub fn fix_for(e: &std::io::Error) -> &'static str {
         PermissionDenied => "the guard may not write there: run it as root",
         _ => "make state_dir a writable directory",
     }
+}
+
+/// The runtime state file's bytes (read from `path`) as this boot (`boot_id`) sees them.
+pub fn parse_runtime(text: &[u8], path: &Path, boot_id: &str) -> RuntimeFile {
+    match serde_json::from_slice::<State>(text) {
+        Ok(s) if s.format != runtime::FORMAT => {
+            RuntimeFile::Corrupt(format!("unknown format {} in {}", s.format, path.display()))
+        }
+        Ok(s) if s.boot_id != boot_id => RuntimeFile::OtherBoot(s.boot_id),
+        Ok(s) => RuntimeFile::Current(s),
+        Err(e) => RuntimeFile::Corrupt(format!("{} does not parse: {e}", path.display())),
+    }
+}
+
+/// Phase 1's record from its bytes, when it parses and is this boot's.
+pub fn parse_volume(text: &[u8], boot_id: &str) -> Option<VolumeRecord> {
+    let record: VolumeRecord = serde_json::from_slice(text).ok()?;
+    (record.boot_id == boot_id).then_some(record)
 }
 
 /// temp file in the same directory, write, fsync, rename over, fsync the directory.

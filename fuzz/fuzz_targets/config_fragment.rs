@@ -1,0 +1,22 @@
+//! Guard config fragments (`config.d/*.toml`): applied over the defaults as `guard` loads
+//! them, then described as `guard config` prints them; and a device spec (`LABEL=...`).
+#![no_main]
+use containerd_guard::config::{apply_fragment, describe, DeviceSpec, Loaded, Settings};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    // The loader reads fragments with read_to_string: non-UTF-8 never reaches the parser.
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut settings = Settings::default();
+    if apply_fragment(&mut settings, text).is_ok() {
+        let loaded = Loaded {
+            settings,
+            sources: Default::default(),
+            files: Vec::new(),
+        };
+        let _ = describe(&loaded);
+    }
+    let _ = DeviceSpec::parse(text);
+});

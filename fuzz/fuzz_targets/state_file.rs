@@ -1,0 +1,28 @@
+//! `state_dir`: the runtime state file, phase 1's volume record and the kept metrics, as
+//! read back on a later run (a crash, a full disk or a person may have left anything).
+#![no_main]
+use containerd_guard::metrics::{render, Kept};
+use containerd_guard::state::{parse_runtime, parse_volume, RuntimeFile};
+use libfuzzer_sys::fuzz_target;
+use std::path::Path;
+
+fuzz_target!(|data: &[u8]| {
+    let path = Path::new("/var/lib/containerd-guard/runtime.json");
+    let state = match parse_runtime(data, path, "boot-1") {
+        RuntimeFile::Current(s) => {
+            // What is read back must write and read back the same.
+            let again = serde_json::to_vec(&s).unwrap();
+            match parse_runtime(&again, path, "boot-1") {
+                RuntimeFile::Current(t) => assert_eq!(s, t),
+                other => panic!("a state that parsed does not round-trip: {other:?}"),
+            }
+            Some(s)
+        }
+        _ => None,
+    };
+    if let Some(record) = parse_volume(data, "boot-1") {
+        let _ = record.held_by();
+    }
+    let kept: Kept = serde_json::from_slice(data).unwrap_or_default();
+    let _ = render(&kept, state.as_ref(), "fuzz");
+});

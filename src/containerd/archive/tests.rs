@@ -1,0 +1,353 @@
+use super::*;
+use crate::containerd::oci::{MT_OCI_INDEX, MT_OCI_MANIFEST};
+use serde_json::json;
+use std::io::Cursor;
+
+const NAME: &str = "localhost:5000/pause:1";
+
+/// A tar archive of regular files, written by the `tar` crate's builder.
+fn tar(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, data) in entries {
+        let mut h = tar::Header::new_ustar();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, name, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+/// One header of `kind` with a raw `name` (the builder refuses `..`, an archive need not).
+fn raw_header(name: &str, kind: tar::EntryType, size: u64, link: &str) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+    h.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+    h.set_entry_type(kind);
+    h.set_mode(0o644);
+    h.set_size(size);
+    h.set_cksum();
+    h
+}
+
+/// A tar of one entry from `raw_header`, with a body of `size` bytes.
+fn raw_tar(name: &str, kind: tar::EntryType, size: usize, link: &str) -> Vec<u8> {
+    let mut out = raw_header(name, kind, size as u64, link)
+        .as_bytes()
+        .to_vec();
+    out.resize(512 + size.div_ceil(512) * 512 + 1024, 0);
+    out
+}
+
+fn blob_name(digest: &str) -> String {
+    format!("blobs/sha256/{}", digest.trim_start_matches("sha256:"))
+}
+
+/// The blobs of a one-layer image: (manifest bytes, [(name, bytes)] of config and layer).
+fn image(layer: &[u8]) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+    let ld = sha256_digest(layer);
+    let config = serde_json::to_vec(&json!({
+        "architecture": "amd64", "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [ld]}
+    }))
+    .unwrap();
+    let cd = sha256_digest(&config);
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": MT_OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": layer.len()}]
+    }))
+    .unwrap();
+    let blobs = vec![(blob_name(&cd), config), (blob_name(&ld), layer.to_vec())];
+    (manifest, blobs)
+}
+
+/// index.json with one entry naming `NAME`.
+fn index_json(media_type: &str, digest: &str, size: usize) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "schemaVersion": 2,
+        "manifests": [{"mediaType": media_type, "digest": digest, "size": size,
+            "annotations": {"io.containerd.image.name": NAME,
+                             "org.opencontainers.image.ref.name": "1"}}]
+    }))
+    .unwrap()
+}
+
+/// An OCI layout archive, parsed back; `tamper` flips a bit of the layer.
+fn oci(layer: &[u8], tamper: bool) -> Files {
+    let (manifest, mut blobs) = image(layer);
+    let md = sha256_digest(&manifest);
+    if tamper {
+        blobs[1].1[0] ^= 1;
+    }
+    blobs.push((blob_name(&md), manifest.clone()));
+    let index = index_json(MT_OCI_MANIFEST, &md, manifest.len());
+    parse_tar(&layout(&index, &blobs)).unwrap()
+}
+
+fn layout(index: &[u8], blobs: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut entries: Vec<(&str, &[u8])> = vec![
+        ("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#),
+        ("index.json", index),
+    ];
+    entries.extend(blobs.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
+    tar(&entries)
+}
+
+#[test]
+fn a_good_oci_archive_verifies_and_names_its_image() {
+    let files = oci(b"layer-bytes", false);
+    let v = verify(&files, NAME, "linux", "amd64").unwrap();
+    assert_eq!(v.format, Format::Oci);
+    assert_eq!(v.names, vec![NAME.to_string()]);
+}
+
+#[test]
+fn a_tampered_layer_is_refused_with_the_digest() {
+    let err = verify(&oci(b"layer-bytes", true), NAME, "linux", "amd64").unwrap_err();
+    assert!(
+        err.contains("has digest") && err.contains("the index says"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_blob_whose_content_does_not_match_its_name_is_refused() {
+    // The manifest stored under another manifest's digest: the name lies, not the index.
+    let (manifest, mut blobs) = image(b"layer");
+    let (other, _) = image(b"other layer");
+    let md = sha256_digest(&other);
+    blobs.push((blob_name(&md), manifest.clone()));
+    let files = parse_tar(&layout(
+        &index_json(MT_OCI_MANIFEST, &md, manifest.len()),
+        &blobs,
+    ))
+    .unwrap();
+    let err = verify(&files, NAME, "linux", "amd64").unwrap_err();
+    let want = format!("{} has digest {}", blob_name(&md), sha256_digest(&manifest));
+    assert!(err.contains(&want), "{err}");
+}
+
+#[test]
+fn a_configured_digest_must_match() {
+    let err = verify(
+        &oci(b"x", false),
+        "localhost:5000/pause@sha256:0000",
+        "linux",
+        "amd64",
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("names no image") || err.contains("configured digest"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_index_that_points_at_itself_is_refused_without_following_it() {
+    // An index blob naming its own (claimed) digest as a nested index. A real digest
+    // cannot name its own content, so the blob is stored under the digest it claims: the
+    // digest check refuses it before anything inside is followed.
+    let fake = format!("sha256:{}", "ab".repeat(32));
+    let looping = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": MT_OCI_INDEX,
+        "manifests": [{"mediaType": MT_OCI_INDEX, "digest": fake, "size": 1,
+                       "platform": {"os": "linux", "architecture": "amd64"}}]
+    }))
+    .unwrap();
+    let blobs = vec![(blob_name(&fake), looping.clone())];
+    let files = parse_tar(&layout(&index_json(MT_OCI_INDEX, &fake, 0), &blobs)).unwrap();
+    let err = verify(&files, NAME, "linux", "amd64").unwrap_err();
+    assert!(err.contains("has digest") && err.contains(&fake), "{err}");
+
+    // With honest digests, an index whose platform entry is again an index (here: the
+    // layout's own top entry) is followed one level only and refused as no manifest.
+    let inner = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": MT_OCI_INDEX,
+        "manifests": [{"mediaType": MT_OCI_INDEX, "digest": sha256_digest(&looping),
+                       "size": looping.len(), "platform": {"os": "linux", "architecture": "amd64"}}]
+    }))
+    .unwrap();
+    let top = sha256_digest(&inner);
+    let blobs = vec![
+        (blob_name(&top), inner.clone()),
+        (blob_name(&sha256_digest(&looping)), looping.clone()),
+    ];
+    let index = index_json(MT_OCI_INDEX, &top, inner.len());
+    let files = parse_tar(&layout(&index, &blobs)).unwrap();
+    let err = verify(&files, NAME, "linux", "amd64").unwrap_err();
+    assert!(err.contains("is not an image manifest"), "{err}");
+}
+
+#[test]
+fn docker_archive_layers_are_checked_against_diff_ids() {
+    let layer = b"docker-layer".to_vec();
+    let config = serde_json::to_vec(
+        &json!({"rootfs": {"type": "layers", "diff_ids": [sha256_digest(&layer)]}}),
+    )
+    .unwrap();
+    let chex = sha256_digest(&config)
+        .trim_start_matches("sha256:")
+        .to_string();
+    let manifest = serde_json::to_vec(&json!([
+        {"Config": format!("{chex}.json"), "RepoTags": [NAME], "Layers": ["abc/layer.tar"]}
+    ]))
+    .unwrap();
+    let good = parse_tar(&tar(&[
+        ("manifest.json", &manifest),
+        (&format!("{chex}.json"), &config),
+        ("abc/layer.tar", &layer),
+    ]))
+    .unwrap();
+    let v = verify(&good, NAME, "linux", "amd64").unwrap();
+    assert_eq!(v.format, Format::Docker);
+    let bad = parse_tar(&tar(&[
+        ("manifest.json", &manifest),
+        (&format!("{chex}.json"), &config),
+        ("abc/layer.tar", b"evil"),
+    ]))
+    .unwrap();
+    let err = verify(&bad, NAME, "linux", "amd64").unwrap_err();
+    assert!(err.contains("the config says"), "{err}");
+}
+
+#[test]
+fn garbage_is_not_a_tar() {
+    let err = parse_tar(&[1u8; 1024]).unwrap_err();
+    assert!(err.contains("bad entry header"), "{err}");
+}
+
+#[test]
+fn long_names_and_dot_slash_prefixes_are_read() {
+    let long = format!("blobs/sha256/{}", "a".repeat(200));
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(3);
+    b.append_data(&mut h, format!("./{long}"), &b"abc"[..])
+        .unwrap();
+    let files = parse_tar(&b.into_inner().unwrap()).unwrap();
+    assert_eq!(files.get(&long).map(Vec::as_slice), Some(&b"abc"[..]));
+}
+
+#[test]
+fn a_truncated_archive_is_refused() {
+    let whole = tar(&[("index.json", &[b'x'; 2000])]);
+    // Cut inside the body, and inside the header.
+    for cut in [512 + 1000, 300] {
+        let err = parse_tar(&whole[..cut]).unwrap_err();
+        assert!(
+            err.contains("truncated") || err.contains("bad entry header"),
+            "cut at {cut}: {err}"
+        );
+    }
+    let err = parse_tar(&whole[..512 + 1000]).unwrap_err();
+    assert!(
+        err.contains("truncated: index.json has 1000 of its 2000 bytes"),
+        "{err}"
+    );
+}
+
+/// A reader that fails the test if more than `limit` bytes are read from it.
+struct Tripwire<R> {
+    inner: R,
+    read: u64,
+    limit: u64,
+}
+
+impl<R: Read> Read for Tripwire<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        assert!(self.read <= self.limit, "read {} bytes", self.read);
+        Ok(n)
+    }
+}
+
+#[test]
+fn an_entry_claiming_10_gib_is_refused_from_its_header() {
+    let claim = 10u64 << 30;
+    let header = raw_header("blobs/sha256/big", tar::EntryType::Regular, claim, "");
+    // Behind the header, an endless body: reading it would trip the wire or run out of
+    // memory; the refusal must come from the header alone.
+    let body = std::io::repeat(0);
+    let reader = Tripwire {
+        inner: Cursor::new(header.as_bytes().to_vec()).chain(body),
+        read: 0,
+        limit: 64 << 10,
+    };
+    let err = read_entries(reader).unwrap_err();
+    assert!(
+        err.contains("blobs/sha256/big claims 10737418240 bytes, more than the 512 MiB"),
+        "{err}"
+    );
+}
+
+#[test]
+fn entries_together_over_the_cap_are_refused() {
+    // Each fits the (here 3 MiB) cap, together they do not: the budget is the archive's.
+    let two = tar(&[("a", &[1u8; 2 << 20]), ("b", &[2u8; 2 << 20])]);
+    let err = read_capped(&two[..], 3 << 20).unwrap_err();
+    assert!(
+        err.contains("b claims 2097152 bytes, more than the 3 MiB"),
+        "{err}"
+    );
+    assert_eq!(read_capped(&two[..], 4 << 20).unwrap().len(), 2);
+}
+
+#[test]
+fn an_archive_file_over_the_cap_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.tar");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(MAX_ARCHIVE + 1).unwrap(); // sparse: no disk used
+    let err = read_tar(&path).unwrap_err();
+    assert!(
+        err.contains("huge.tar") && err.contains("larger than the 512 MiB accepted"),
+        "{err}"
+    );
+}
+
+#[test]
+fn hard_links_and_symlinks_are_refused_with_their_target() {
+    for (kind, what) in [
+        (tar::EntryType::Link, "hard link"),
+        (tar::EntryType::Symlink, "symlink"),
+    ] {
+        let data = raw_tar("blobs/sha256/aa", kind, 0, "../../etc/shadow");
+        let err = parse_tar(&data).unwrap_err();
+        let want = format!("blobs/sha256/aa is a {what} to \"../../etc/shadow\": refused");
+        assert!(err.contains(&want), "{err}");
+    }
+    let fifo = raw_tar("index.json", tar::EntryType::Fifo, 0, "");
+    let err = parse_tar(&fifo).unwrap_err();
+    assert!(err.contains("not a regular file"), "{err}");
+}
+
+#[test]
+fn names_that_climb_out_or_are_absolute_are_refused() {
+    for name in ["../index.json", "blobs/../../x", "/etc/passwd"] {
+        let err = parse_tar(&raw_tar(name, tar::EntryType::Regular, 4, "")).unwrap_err();
+        assert!(err.contains("absolute or climbs out"), "{name}: {err}");
+    }
+}
+
+#[test]
+fn a_name_twice_is_refused() {
+    // Verification would read one copy and the import might read the other.
+    let data = tar(&[("index.json", b"{}"), ("./index.json", b"[]")]);
+    let err = parse_tar(&data).unwrap_err();
+    assert!(err.contains("index.json is in the archive twice"), "{err}");
+}
+
+#[test]
+fn directories_are_skipped() {
+    // As `tar -C layout -cf x.tar .` writes it: `./` first, then `./`-prefixed names.
+    let mut data = raw_header("./", tar::EntryType::Directory, 0, "")
+        .as_bytes()
+        .to_vec();
+    data.extend_from_slice(
+        raw_header("./blobs/sha256/", tar::EntryType::Directory, 0, "").as_bytes(),
+    );
+    data.extend_from_slice(&tar(&[("./index.json", b"{}")]));
+    let files = parse_tar(&data).unwrap();
+    assert_eq!(files.keys().collect::<Vec<_>>(), ["index.json"]);
+}
