@@ -80,7 +80,7 @@ standin() {
 
 kill_at() { # SECS
   local pid back='' end
-  while [ "$(up)" -lt "$1" ]; do sleep 0.2; done   # bounded: SECS is at most 60
+  while [ "$(up)" -lt "$1" ]; do sleep 0.2; done   # bounded: SECS is at most 90
   pid=$(mainpid)
   echo "at=$(now)"
   echo "state=$(systemctl is-active containerd.service)"
