@@ -49,7 +49,7 @@ block cycle sh -c "journalctl -b -o cat _PID=1 | grep -iE 'ordering cycle|to bre
 block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard-initrd.service \
   -u containerd-guard-volume.service -u containerd.service -u containerd-guard-runtime.service \
   -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service -u vm-tests-bypass.service \
-  -u vm-tests-scenario.service -u containerd-guard-hygiene.service
+  -u vm-tests-scenario.service -u containerd-guard-hygiene.service -u vm-tests-kill.service
 block critical systemd-analyze critical-chain kubelet.service
 block blame sh -c "systemd-analyze blame | grep -E 'containerd|kubelet|var-lib'"
 block analyze systemd-analyze
@@ -71,6 +71,15 @@ case $(cat /run/vm-tests/scenario 2>/dev/null) in package*)
   # shellcheck disable=SC2016 # dpkg-query's ${fields}
   echo "package=$(dpkg-query -W -f='${Version} ${Status}' containerd-guard 2>&1)"
   echo "enabled.links=$(find /etc/systemd/system -name 'containerd-guard*' 2>/dev/null | tr '\n' ' ')" ;;
+esac
+case $(cat /run/vm-tests/scenario 2>/dev/null) in chaos)
+  # the chaos boots: one last RunPodSandbox of our own, every attempt with containerd's
+  # view (chaos.sh), the kill, and containerd's starts and stops by systemd
+  /usr/lib/vm-tests/chaos.sh probe
+  block attempts cat /run/vm-tests/attempts.log
+  [ -f /run/vm-tests/kill.txt ] && sed 's/^/kill./' /run/vm-tests/kill.txt
+  echo "containerd.stops=$(journalctl -b -o cat _PID=1 UNIT=containerd.service 2>/dev/null | grep -c '^Stopping ')"
+  echo "standin.lives=$(cat /run/vm-tests/standin.lives 2>/dev/null || echo 0)" ;;
 esac
 echo "report_done=$(cut -d' ' -f1 /proc/uptime)"
 } > "$out" 2>&1

@@ -72,7 +72,7 @@ printf '# vm-tests guest: no network\n' >"$root/etc/resolv.conf"
 install -d "$root/usr/lib/vm-tests"
 install -m 0755 "$probe" "$root/usr/lib/vm-tests/run-pod-sandbox"
 install -m 0755 "$workload" "$root/usr/lib/vm-tests/cri-workload"
-install -m 0755 "$g/report.sh" "$g/scenario.sh" "$root/usr/lib/vm-tests/"
+install -m 0755 "$g/report.sh" "$g/scenario.sh" "$g/chaos.sh" "$root/usr/lib/vm-tests/"
 # the k3s scenario's payload: takes a lock in a hostPath mount (imported by scenario.sh)
 "$repo/vm-tests/lib/mkimage.sh" "$root/usr/lib/vm-tests/locker.tar" localhost:5000/vm-tests/locker:1 \
   locker "$g/locker.c" > /dev/null
