@@ -415,32 +415,16 @@ fn socket_path_a_dangling_symlink_is_named_and_containerd_not_restarted() {
     before.assert_nothing_lost(&n.content());
 }
 
-/// `<wrapper...> guard <args>`, captured like [`Guard::run`].
-fn run_wrapped(wrapper: &[&str], args: &[&str]) -> Outcome {
-    let start = std::time::Instant::now();
-    let out = std::process::Command::new(wrapper[0])
-        .args(&wrapper[1..])
-        .arg(support::guard::GUARD)
-        .args(args)
-        .env_remove("NOTIFY_SOCKET")
-        .output()
-        .expect("run the wrapper");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    Outcome {
-        code: out.status.code().unwrap_or(-1),
-        json: serde_json::from_str(&stdout).ok(),
-        stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        elapsed: start.elapsed(),
-        command: format!("{} guard {}", wrapper.join(" "), args.join(" ")),
-    }
-}
-
-/// `guard <args>` as uid/gid 65534 (nobody), no supplementary groups.
-fn as_nobody(args: &[&str]) -> Outcome {
-    let setpriv = ["setpriv", "--reuid", "65534", "--regid", "65534"];
-    run_wrapped(&[&setpriv[..], &["--clear-groups", "--"]].concat(), args)
-}
+/// Runs the guard as uid/gid 65534 (nobody), no supplementary groups.
+const AS_NOBODY: &[&str] = &[
+    "setpriv",
+    "--reuid",
+    "65534",
+    "--regid",
+    "65534",
+    "--clear-groups",
+    "--",
+];
 
 #[test]
 fn socket_the_guard_may_not_connect_to_is_named_and_containerd_not_restarted() {
@@ -454,28 +438,16 @@ fn socket_the_guard_may_not_connect_to_is_named_and_containerd_not_restarted() {
     } else {
         base.to_str().unwrap()
     }));
-    let image = image("sock-perm");
-    t.write_containerd_config_with(Some(&image));
-    let vol = LoopVolume::new(
-        &t.images(),
-        FsKind::Ext4,
-        &unique("cg", 8),
-        &t.volume_path(),
-    );
-    let ctrd = Restartable::start(&t);
-    let n = Node {
-        ctrd,
-        vol,
-        img: PauseImage::new(&image),
-        t,
-    };
+    let n = Node::healthy_in(t, &image("sock-perm"));
     let cfg = socket_node(&n);
     let sock = n.t.socket();
     chmod(&sock, 0o660);
     chmod(&n.t.containerd_config(), 0o644);
     let before = n.content();
     let pid = n.ctrd.pid();
-    let out = as_nobody(&["--config", cfg.to_str().unwrap(), "--json", "runtime"]);
+    let out = Guard::with_config(&cfg)
+        .wrapped_in(AS_NOBODY)
+        .run(&["--json", "runtime"]);
     socket_fault_held(
         &n,
         &out,
@@ -666,11 +638,9 @@ fn untrusted_state_file(tag: &str, bytes: &[u8], wrapper: &[&str]) -> Outcome {
     std::fs::write(dir.join("runtime.json"), bytes).unwrap();
     let before = n.content();
     let pid = n.ctrd.pid();
-    let args = ["--config", cfg.to_str().unwrap(), "--json", "runtime"];
-    let out = match wrapper.is_empty() {
-        true => Guard::with_config(&cfg).run(&args[2..]),
-        false => run_wrapped(wrapper, &args),
-    };
+    let out = Guard::with_config(&cfg)
+        .wrapped_in(wrapper)
+        .run(&["--json", "runtime"]);
     out.expect(4, "remedy.budget", "fail").mentions(
         "remedy.budget",
         &["cannot be trusted", "runtime.json.corrupt", "guard reset"],

@@ -11,6 +11,8 @@ pub const GUARD: &str = env!("CARGO_BIN_EXE_guard");
 pub struct Guard {
     args: Vec<String>,
     env: Vec<(String, String)>,
+    /// A program that runs the guard: `<wrapper...> guard <args>` (e.g. `setpriv ...`).
+    wrapper: Vec<String>,
 }
 
 /// What one run of `guard` did.
@@ -32,6 +34,7 @@ impl Guard {
         Guard {
             args: vec!["--config".into(), config.display().to_string()],
             env: Vec::new(),
+            wrapper: Vec::new(),
         }
     }
 
@@ -40,6 +43,7 @@ impl Guard {
         Guard {
             args: Vec::new(),
             env: Vec::new(),
+            wrapper: Vec::new(),
         }
     }
 
@@ -51,6 +55,25 @@ impl Guard {
     pub fn env(mut self, k: &str, v: &str) -> Guard {
         self.env.push((k.into(), v.into()));
         self
+    }
+
+    /// Run the guard through `wrapper` (a program and its arguments, which then executes
+    /// the guard with its arguments): another user, other resource limits.
+    pub fn wrapped_in(mut self, wrapper: &[&str]) -> Guard {
+        self.wrapper = wrapper.iter().map(|w| w.to_string()).collect();
+        self
+    }
+
+    /// The command before its arguments: the guard itself, or its wrapper.
+    fn command(&self) -> Command {
+        match self.wrapper.split_first() {
+            None => Command::new(GUARD),
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(GUARD);
+                cmd
+            }
+        }
     }
 
     /// The test's variables, and a PATH that starts with the selected containerd's
@@ -71,12 +94,17 @@ impl Guard {
 
     /// Runs `guard <global args> <extra>`.
     pub fn run(&self, extra: &[&str]) -> Outcome {
-        let mut cmd = Command::new(GUARD);
+        let mut cmd = self.command();
         cmd.args(&self.args).args(extra);
         // Never talk to a systemd that may be watching the test runner.
         cmd.env_remove("NOTIFY_SOCKET");
         self.apply_env(&mut cmd);
-        let command = format!("guard {} {}", self.args.join(" "), extra.join(" "));
+        let wrapper = self
+            .wrapper
+            .iter()
+            .map(|w| format!("{w} "))
+            .collect::<String>();
+        let command = format!("{wrapper}guard {} {}", self.args.join(" "), extra.join(" "));
         let start = Instant::now();
         let out = cmd
             .output()
@@ -206,7 +234,7 @@ impl Guard {
         let dir = tempfile::tempdir().expect("tempdir");
         let stdout_path = dir.path().join("stdout");
         let stderr_path = dir.path().join("stderr");
-        let mut cmd = Command::new(GUARD);
+        let mut cmd = self.command();
         cmd.args(&self.args).args(extra).env_remove("NOTIFY_SOCKET");
         self.apply_env(&mut cmd);
         cmd.stdout(std::fs::File::create(&stdout_path).expect("stdout file"));

@@ -38,7 +38,11 @@ impl Node {
             require_root(TOOLS),
             "start the test with `if !require_root(TOOLS) {{ return; }}`"
         );
-        let t = TempRoot::new();
+        Node::healthy_in(TempRoot::new(), image)
+    }
+
+    /// As [`Node::healthy`], in a given tree (e.g. [`TempRoot::world_readable_in`]).
+    pub fn healthy_in(t: TempRoot, image: &str) -> Node {
         t.write_containerd_config_with(Some(image));
         let vol = LoopVolume::new(
             &t.images(),
