@@ -164,21 +164,16 @@ fn directories_above(path: &Path, file: &File) -> Vec<PathBuf> {
 
 /// Reads at most `cap` bytes of a trusted file; more is an error (a guard config is a
 /// few hundred bytes: a huge file is not one).
-pub fn read_capped(mut file: File, path: &Path, cap: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let mut data = Vec::new();
-    (&mut file)
-        .take(cap + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if data.len() as u64 > cap {
-        return Err(format!(
-            "{} is larger than the {} bytes accepted",
-            path.display(),
-            cap
-        ));
-    }
-    Ok(data)
+pub fn read_capped(file: File, path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+    crate::host::read_at_most(file, cap)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .ok_or_else(|| {
+            format!(
+                "{} is larger than the {} bytes accepted",
+                path.display(),
+                cap
+            )
+        })
 }
 
 #[cfg(test)]

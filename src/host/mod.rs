@@ -118,9 +118,29 @@ impl Host {
     }
 }
 
+/// Reads `reader` to its end when it holds at most `cap` bytes, `None` when it holds more.
+/// Never reads past `cap + 1` bytes: a huge (or endless) file costs no memory.
+pub fn read_at_most(reader: impl std::io::Read, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    reader.take(cap + 1).read_to_end(&mut data)?;
+    Ok((data.len() as u64 <= cap).then_some(data))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_at_most_reads_up_to_the_cap_and_refuses_more_without_reading_it() {
+        assert_eq!(
+            read_at_most(&b"abcd"[..], 4).unwrap(),
+            Some(b"abcd".to_vec())
+        );
+        assert_eq!(read_at_most(&b"abcde"[..], 4).unwrap(), None);
+        // an endless reader: only cap + 1 bytes are taken
+        assert_eq!(read_at_most(std::io::repeat(b'x'), 1 << 10).unwrap(), None);
+    }
 
     #[test]
     fn live_paths_are_unchanged() {

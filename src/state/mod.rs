@@ -219,21 +219,15 @@ pub const MAX_STATE_FILE: u64 = 1 << 20;
 
 /// Reads a file of `state_dir`, at most [`MAX_STATE_FILE`] bytes (`InvalidData` beyond).
 pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut data = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_STATE_FILE + 1)
-        .read_to_end(&mut data)?;
-    if data.len() as u64 > MAX_STATE_FILE {
-        return Err(std::io::Error::new(
+    crate::host::read_at_most(std::fs::File::open(path)?, MAX_STATE_FILE)?.ok_or_else(|| {
+        std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
                 "larger than the {} KiB a state file of the guard can be",
                 MAX_STATE_FILE >> 10
             ),
-        ));
-    }
-    Ok(data)
+        )
+    })
 }
 
 /// What to do when `state_dir` cannot be written, by the kind of error.
