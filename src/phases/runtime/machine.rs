@@ -187,12 +187,17 @@ impl<'a, W: World> Machine<'a, W> {
         }
     }
 
+    /// The longest one restart may take: its command, then containerd's wait to answer.
+    fn one_restart(&self) -> Duration {
+        self.s.containerd.restart_timeout + self.s.containerd.wait
+    }
+
     /// Takes the repair lock, waiting (unlocked, with backoff) while another guard holds
     /// it, then loads the state that guard may have changed.
     async fn lock(&mut self) -> Result<(), End> {
         let bound = match self.mode.hold {
             true => self.left(),
-            false => self.s.containerd.restart_timeout + self.s.containerd.wait,
+            false => self.one_restart(),
         };
         let give_up = self.w.now() + bound;
         // A short cap: waiters that started together would otherwise be let through one
@@ -570,7 +575,7 @@ impl<'a, W: World> Machine<'a, W> {
         crate::notify::status(&format!(
             "restarting containerd ({why}), attempt {attempt} of {budget}"
         ));
-        crate::notify::extend_timeout(self.s.containerd.restart_timeout + self.s.containerd.wait);
+        crate::notify::extend_timeout(self.one_restart());
         let old_pid = self.w.containerd_pid();
         // Counted before it runs: a crash mid-restart must not refund the budget. A restart
         // the state file does not remember would not count: without a record, no restart.
