@@ -121,7 +121,7 @@ pub fn first_failure(findings: &[Finding]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::runtime::facts::{Answering, Condition, PluginFact};
+    use crate::checks::runtime::facts::{Answering, Condition, PathFault, PluginFact};
     use crate::checks::sandbox_image::facts::ImageState;
     use crate::checks::stale::facts::{FileId, OpenDb};
     use crate::host::mountinfo::MountTable;
@@ -363,21 +363,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn silent_containerd_plans_a_restart_and_skips_the_rest() {
-        let o = Observation {
+    /// containerd did not answer on `socket`; nothing else could be looked at.
+    fn silent(socket: &str, error: &str, path_fault: Option<PathFault>) -> Observation {
+        Observation {
             runtime: RuntimeFacts {
-                socket: "/s".into(),
-                answering: Err("deadline".into()),
-                waited: "60s".into(),
-                path_fault: None,
+                socket: socket.into(),
+                answering: Err(error.into()),
+                waited: "2s".into(),
+                path_fault,
             },
             stale: None,
             sandbox_image: None,
             leaked_tasks: None,
             orphans: None,
             kill_mode: KillModeFacts::NotSystemd,
-        };
+        }
+    }
+
+    #[test]
+    fn silent_containerd_plans_a_restart_and_skips_the_rest() {
+        let o = silent("/s", "deadline", None);
         let (findings, plan) = judge(&knobs(false), true, &o);
         assert_eq!(plan.restart, Some(RestartReason::NotAnswering));
         assert_eq!(status_of(&findings, "runtime.answers"), Status::Fail);
@@ -398,7 +403,6 @@ mod tests {
 
     #[test]
     fn a_socket_path_at_fault_fails_naming_it_and_plans_no_restart() {
-        use crate::checks::runtime::facts::PathFault;
         let faults = [
             (
                 PathFault::NotASocket {
@@ -424,19 +428,7 @@ mod tests {
             ),
         ];
         for (fault, said) in faults {
-            let o = Observation {
-                runtime: RuntimeFacts {
-                    socket: "/run/c.sock".into(),
-                    answering: Err("connect: refused".into()),
-                    waited: "2s".into(),
-                    path_fault: Some(fault),
-                },
-                stale: None,
-                sandbox_image: None,
-                leaked_tasks: None,
-                orphans: None,
-                kill_mode: KillModeFacts::NotSystemd,
-            };
+            let o = silent("/run/c.sock", "connect: refused", Some(fault));
             let (findings, plan) = judge(&knobs(false), true, &o);
             assert_eq!(plan.restart, None, "{said}: never restart for the path");
             let answers = findings.iter().find(|f| f.id == "runtime.answers").unwrap();
