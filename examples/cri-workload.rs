@@ -24,6 +24,7 @@
 //! and exits 0 (ok), 1 (fail) or 2 (usage).
 
 use containerd_guard::containerd::client::{connect, request, status_text};
+use containerd_guard::containerd::pod::host_network_pod_config;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::path::{Path, PathBuf};
@@ -162,31 +163,12 @@ fn call_err(call: &str) -> impl Fn(tonic::Status) -> String + '_ {
 }
 
 fn pod_config(r: &RunArgs) -> PodSandboxConfig {
-    PodSandboxConfig {
-        metadata: Some(PodSandboxMetadata {
-            name: r.name.clone(),
-            uid: r.uid.clone(),
-            namespace: r.namespace.clone(),
-            attempt: 0,
-        }),
-        // Host-network sandboxes need an empty hostname (measured on containerd 1.6).
-        hostname: String::new(),
-        log_directory: log_dir(r).display().to_string(),
-        linux: Some(LinuxPodSandboxConfig {
-            cgroup_parent: r.cgroup_parent.clone(),
-            security_context: Some(LinuxSandboxSecurityContext {
-                namespace_options: Some(NamespaceOption {
-                    network: NamespaceMode::Node as i32,
-                    pid: NamespaceMode::Container as i32,
-                    ipc: NamespaceMode::Pod as i32,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
+    let mut config = host_network_pod_config(&r.name, &r.uid, &r.namespace);
+    config.log_directory = log_dir(r).display().to_string();
+    if let Some(linux) = config.linux.as_mut() {
+        linux.cgroup_parent = r.cgroup_parent.clone();
     }
+    config
 }
 
 /// kubelet's layout: `/var/log/pods/<namespace>_<name>_<uid>`.

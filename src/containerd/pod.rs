@@ -14,17 +14,13 @@ use std::time::Duration;
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Starts a host-network sandbox named `name` in pod namespace `namespace`; returns its ID
-/// or CRI's error text (the text kubelet would put in a `FailedCreatePodSandBox` event).
-pub async fn start_host_network_pod(
-    socket: &Path,
-    name: &str,
-    uid: &str,
-    namespace: &str,
-) -> Result<String, String> {
-    let conn = connect(socket, CONNECT_TIMEOUT).await?;
-    let mut c = RuntimeServiceClient::new(conn.channel.clone());
-    let config = PodSandboxConfig {
+/// The sandbox config kubelet sends for a host-network pod, the one pod shape every CRI
+/// client of this crate uses (the demo, the integration tests, the VM tests' kubelet
+/// stand-in and workloads): node network, its own PID namespace, a pod IPC namespace.
+/// `log_directory` and `linux.cgroup_parent` stay empty for the caller to set, as kubelet
+/// does per pod.
+pub fn host_network_pod_config(name: &str, uid: &str, namespace: &str) -> PodSandboxConfig {
+    PodSandboxConfig {
         metadata: Some(PodSandboxMetadata {
             name: name.to_string(),
             uid: uid.to_string(),
@@ -46,7 +42,20 @@ pub async fn start_host_network_pod(
             ..Default::default()
         }),
         ..Default::default()
-    };
+    }
+}
+
+/// Starts a host-network sandbox named `name` in pod namespace `namespace`; returns its ID
+/// or CRI's error text (the text kubelet would put in a `FailedCreatePodSandBox` event).
+pub async fn start_host_network_pod(
+    socket: &Path,
+    name: &str,
+    uid: &str,
+    namespace: &str,
+) -> Result<String, String> {
+    let conn = connect(socket, CONNECT_TIMEOUT).await?;
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let config = host_network_pod_config(name, uid, namespace);
     let req = RunPodSandboxRequest {
         config: Some(config),
         runtime_handler: String::new(),

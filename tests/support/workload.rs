@@ -13,6 +13,7 @@ use super::hygiene::{kill_shims_of, remove_cgroup_tree, unmount_under};
 use super::runtime::{block_on, tar, PauseImage};
 use super::{poll_until, run, unique, which, Containerd, TempRoot};
 use containerd_guard::containerd::client::{connect, request};
+use containerd_guard::containerd::pod::host_network_pod_config;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::path::{Path, PathBuf};
@@ -329,30 +330,11 @@ impl Pod {
         let uid = super::random_uuid();
         let log_dir = t.path().join("logs").join(&uid);
         std::fs::create_dir_all(&log_dir).unwrap();
-        let config = PodSandboxConfig {
-            metadata: Some(PodSandboxMetadata {
-                name: name.to_string(),
-                uid: uid.clone(),
-                namespace: "guard-test".into(),
-                attempt: 0,
-            }),
-            hostname: String::new(),
-            log_directory: log_dir.display().to_string(),
-            linux: Some(LinuxPodSandboxConfig {
-                cgroup_parent: pod_cgroup(&uid),
-                security_context: Some(LinuxSandboxSecurityContext {
-                    namespace_options: Some(NamespaceOption {
-                        network: NamespaceMode::Node as i32,
-                        pid: NamespaceMode::Container as i32,
-                        ipc: NamespaceMode::Pod as i32,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let mut config = host_network_pod_config(name, &uid, "guard-test");
+        config.log_directory = log_dir.display().to_string();
+        if let Some(linux) = config.linux.as_mut() {
+            linux.cgroup_parent = pod_cgroup(&uid);
+        }
         LIVE_PODS.fetch_add(1, Ordering::SeqCst);
         let mut pod = Pod {
             socket: t.socket(),

@@ -31,6 +31,11 @@ until_ok() {
   done
 }
 kv() { sed -n "s/^$1=//p" /run/vm-tests/kubelet.result 2>/dev/null | head -n1; }
+# the stand-in's pod and container, printed for the host; sets the caller's sid and cid
+standin_ids() {
+  sid=$(kv pod_sandbox_id) cid=$(kv container_id)
+  echo "sandbox=$sid"; echo "container=$cid"
+}
 # the host pids in container ID's cgroup (either cgroup driver)
 pids_of() { grep -lE "(/|cri-containerd-)$1(\.scope)?\$" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3 | sort -n | tr '\n' ' ' | sed 's/ $//'; }
 alive() { local p a=; for p in "$@"; do [ -d "/proc/$p" ] && a+="$p "; done; echo "${a% }"; }
@@ -80,8 +85,7 @@ standin() {
 # new incarnation of the pod must then get the lock.
 k3s() {
   local sid cid
-  sid=$(kv pod_sandbox_id) cid=$(kv container_id)
-  echo "sandbox=$sid"; echo "container=$cid"
+  standin_ids
   [ -n "$cid" ] || { echo "error=the stand-in started no container"; return; }
   timer_off
   local pids pida; pids=$(pids_of "$cid")
@@ -138,8 +142,7 @@ k3s() {
 # containerd restart; then the pod can be removed.
 leaked_task() {
   local sid cid
-  sid=$(kv pod_sandbox_id) cid=$(kv container_id)
-  echo "sandbox=$sid"; echo "container=$cid"
+  standin_ids
   [ -n "$cid" ] || { echo "error=the stand-in started no container"; return; }
   timer_off
   echo "containerd.pid.before=$(systemctl show -p MainPID --value containerd.service)"
@@ -181,8 +184,7 @@ pkg_snap() { # PREFIX: who runs, and which invocation of each unit
 }
 package() {
   local sid cid u
-  sid=$(kv pod_sandbox_id) cid=$(kv container_id)
-  echo "sandbox=$sid"; echo "container=$cid"
+  standin_ids
   [ -n "$sid" ] || { echo "error=the stand-in started no pod"; return; }
   echo "timer.before=$(systemctl is-enabled containerd-guard-hygiene.timer)/$(systemctl is-active containerd-guard-hygiene.timer)"
   pkg_snap before "$sid" "$cid"
