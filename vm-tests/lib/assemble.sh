@@ -106,7 +106,9 @@ for m in dev/pts dev proc sys; do umount -l "$root/$m"; done
 grep -q containerd-guard <(chroot "$root" lsinitrd /boot/initrd-guard.img 2>/dev/null || true) ||
   { echo "assemble: containerd-guard not in the initrd" >&2; cat "$work/dracut.log" >&2; exit 1; }
 cp "$root/boot/initrd-guard.img" "$work/initrd-guard.img"; chmod 0644 "$work/initrd-guard.img"
+# --- the initrd of every other scenario: no udev, no systemd, just the root filesystem ---
+"$(dirname "$0")/mkinitrd.sh" "$root" "$kver" "$work/initrd.img"
 
 mkfs.ext4 -q -F -L vmroot -d "$root" "$work/root.img" 3G
-mv "$work/root.img" "$work/initrd-guard.img" "$work/pause.digest" "$work/dracut.log" "$work/dracut-negative.txt" \
+mv "$work/root.img" "$work/initrd-guard.img" "$work/initrd.img" "$work/pause.digest" "$work/dracut.log" "$work/dracut-negative.txt" \
   "$work/deb-install.txt" "$work/dpkg-install.log" "$out/"

@@ -18,6 +18,7 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v jq >/dev/null || need+=(jq)
 command -v mkfs.vfat >/dev/null || need+=(dosfstools)   # the cloud-init scenario's NoCloud seed
 command -v mcopy >/dev/null || need+=(mtools)
+command -v cpio >/dev/null || need+=(cpio)            # the scenarios' initrd (mkinitrd.sh)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 
