@@ -130,25 +130,17 @@ fn nothing_lost_ignores_an_unreferenced_blob_removed_by_containerds_gc() {
     }
     let n = node_with_image("selftest-gc");
     n.import_image();
-    // A blob no image names (no lease, no gc.root label): containerd's GC may remove it.
-    let data = format!("unreferenced {}", unique("", 16)).into_bytes();
-    let digest = runtime::sha256(&data);
-    let mut ingest = std::process::Command::new(containerd_tool("ctr"))
-        .args(["-a", n.t.socket().to_str().unwrap(), "-n", "k8s.io"])
-        .args(["content", "ingest", "--expected-digest", &digest])
-        .arg(format!("--expected-size={}", data.len()))
-        .arg(unique("selftest-", 8))
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut ingest.stdin.take().unwrap(), &data).unwrap();
-    assert!(ingest.wait().unwrap().success(), "ctr content ingest");
-    let blob =
-        n.t.volume_path()
-            .join("io.containerd.content.v1.content/blobs/sha256")
-            .join(digest.trim_start_matches("sha256:"));
-    assert!(blob.exists(), "{} ingested", blob.display());
-    let before = n.content();
+    // A blob no image names (no lease, no gc.root label): containerd's GC may remove it,
+    // even before the snapshot sees it (a collection the import scheduled may run right
+    // after the ingest). The snapshot must hold the blob, so ingest and snapshot are
+    // repeated, a bounded number of times, until it does.
+    let (blob, before) = (0..5)
+        .find_map(|_| {
+            let (hex, blob) = ingest_unreferenced_blob(&n);
+            let before = n.content();
+            before.has_blob(&hex).then_some((blob, before))
+        })
+        .expect("an ingested unreferenced blob stays in the store long enough to be seen");
     // containerd collects garbage shortly after it starts.
     n.ctrd.restart_by_hand();
     poll_until(
@@ -163,4 +155,27 @@ fn nothing_lost_ignores_an_unreferenced_blob_removed_by_containerds_gc() {
         !lost(&before, &after),
         "an unreferenced blob is not image data"
     );
+}
+
+/// `ctr content ingest` of a blob no image names: its hex digest and its path in the
+/// volume's content store.
+fn ingest_unreferenced_blob(n: &Node) -> (String, std::path::PathBuf) {
+    let data = format!("unreferenced {}", unique("", 16)).into_bytes();
+    let digest = runtime::sha256(&data);
+    let mut ingest = std::process::Command::new(containerd_tool("ctr"))
+        .args(["-a", n.t.socket().to_str().unwrap(), "-n", "k8s.io"])
+        .args(["content", "ingest", "--expected-digest", &digest])
+        .arg(format!("--expected-size={}", data.len()))
+        .arg(unique("selftest-", 8))
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut ingest.stdin.take().unwrap(), &data).unwrap();
+    assert!(ingest.wait().unwrap().success(), "ctr content ingest");
+    let hex = digest.trim_start_matches("sha256:").to_string();
+    let path =
+        n.t.volume_path()
+            .join("io.containerd.content.v1.content/blobs/sha256")
+            .join(&hex);
+    (hex, path)
 }

@@ -62,6 +62,11 @@ impl ContentSnapshot {
         self.blobs.len()
     }
 
+    /// Whether the blob whose file is named `hex` (its digest without `sha256:`) was seen.
+    pub fn has_blob(&self, hex: &str) -> bool {
+        self.blobs.contains_key(hex)
+    }
+
     /// Every blob reached from the images of `self` or `after`.
     fn reached_with(&self, after: &ContentSnapshot) -> BTreeSet<String> {
         let targets = [&self.images, &after.images]
