@@ -5,6 +5,7 @@ stty -F /dev/ttyS1 115200 2>/dev/null || true
 out=/run/vm-tests/report.txt
 mkdir -p /run/vm-tests
 t_report=$(cut -d' ' -f1 /proc/uptime)
+scenario=$(cat /run/vm-tests/scenario 2>/dev/null)
 # wait for the boot to finish (running/degraded), bounded
 for _ in $(seq 120); do
   case $(systemctl is-system-running 2>/dev/null) in initializing|starting) sleep 0.5 ;; *) break ;; esac
@@ -16,7 +17,7 @@ block() { local p=$1 t0; shift; t0=$(cut -d' ' -f1 /proc/uptime)
   timeout 20 "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"
   echo "$p.secs=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{printf "%.2f", b-a}')"; }
 {
-echo "scenario=$(cat /run/vm-tests/scenario 2>/dev/null)"
+echo "scenario=$scenario"
 echo "uptime=$t_booted"
 echo "report_started=$t_report"
 echo "cmdline=$(cat /proc/cmdline)"
@@ -58,7 +59,7 @@ block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard
   -u containerd-guard-volume.service -u containerd.service -u containerd-guard-runtime.service \
   -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service -u vm-tests-bypass.service \
   -u vm-tests-scenario.service -u containerd-guard-hygiene.service -u vm-tests-kill.service
-if [ "$(cat /run/vm-tests/scenario 2>/dev/null)" = healthy ]; then
+if [ "$scenario" = healthy ]; then
   # the boot-time cost the README quotes; healthy only: under TCG critical-chain alone
   # took 12 s of a 26 s report (measured with the .secs lines)
   block critical systemd-analyze critical-chain kubelet.service
@@ -68,12 +69,12 @@ if [ "$(cat /run/vm-tests/scenario 2>/dev/null)" = healthy ]; then
     /usr/lib/systemd/system/containerd-guard-hygiene.service \
     /usr/lib/systemd/system/containerd-guard-hygiene.timer containerd.service kubelet.service
 fi
-case $(cat /run/vm-tests/scenario 2>/dev/null) in cloud-init*)
+case $scenario in cloud-init*)
   echo "fstab=$(grep -E '[[:space:]]/var/lib/containerd[[:space:]]' /etc/fstab | tr '\t' ' ')"
   echo "cloudinit.status=$(timeout 60 cloud-init status 2>&1 | tr '\n' ' ')"
   block cloudinit sh -c "journalctl -b -o short-monotonic --no-hostname -u cloud-init-local.service -u cloud-init.service | grep -iE 'disk_setup|fs_setup|mounts|Finished|Started|error|warn' | head -n 30" ;;
 esac
-case $(cat /run/vm-tests/scenario 2>/dev/null) in package*)
+case $scenario in package*)
   # what containerd's and the stand-in's units are made of, after the package came and went
   echo "dropins=$(systemctl show -p DropInPaths --value containerd.service kubelet.service | tr '\n' ' ')"
   block unitcat systemctl cat containerd.service kubelet.service
@@ -81,7 +82,7 @@ case $(cat /run/vm-tests/scenario 2>/dev/null) in package*)
   echo "package=$(dpkg-query -W -f='${Version} ${Status}' containerd-guard 2>&1)"
   echo "enabled.links=$(find /etc/systemd/system -name 'containerd-guard*' 2>/dev/null | tr '\n' ' ')" ;;
 esac
-case $(cat /run/vm-tests/scenario 2>/dev/null) in chaos)
+case $scenario in chaos)
   # the chaos boots: one last RunPodSandbox of our own, every attempt with containerd's
   # view (chaos.sh), the kill, and containerd's starts and stops by systemd
   /usr/lib/vm-tests/chaos.sh probe

@@ -4,6 +4,8 @@
 #   standin   the kubelet stand-in's job in these scenarios (kubelet.service's ExecStart=
 #             via the generator's drop-in): run the scenario's pod through CRI with
 #             examples/cri-workload.rs; its key=value lines go to /run/vm-tests/kubelet.result
+#             (package-after, the package scenario's second boot: run-pod-sandbox, retried
+#             as kubelet would while CRI is not up)
 #   incident  (vm-tests-scenario.service, after the stand-in, before the report) reproduce
 #             the incident on the running node, then run the guard on it; facts go to
 #             /run/vm-tests/scenario.txt, which report.sh copies into the report.
@@ -74,6 +76,20 @@ standin() {
       echo "pod_uid=$uid"
       "$cri" "$sock" run --name payload --uid "$uid" --image "$pause" \
         --cgroup-parent "/kubepods/besteffort/pod$uid" --timeout 90 ;;
+    package-after)
+      # the package scenario's second boot, after dpkg -r: nothing gates the stand-in on CRI
+      # any more, so it does what kubelet does while the runtime is not ready: it tries
+      # again. containerd tells systemd it is ready before its CRI plugin is (measured:
+      # RunPodSandbox 0.5 s after the start failed with "server is not initialized yet").
+      # Bounded: 60 tries a second apart; any other failure ends it at once.
+      local try out rc
+      for try in $(seq 60); do
+        out=$(/usr/lib/vm-tests/run-pod-sandbox "$sock" --keep); rc=$?
+        if [ $rc = 0 ] || [ "$try" = 60 ] || ! grep -q 'not initialized' <<<"$out"; then
+          printf '%s\ntries=%s\n' "$out" "$try"; return $rc
+        fi
+        sleep 1
+      done ;;
     *) echo "result=fail"; echo "error=no stand-in workload for scenario '$scenario'"; return 1 ;;
   esac
 }

@@ -48,11 +48,11 @@ static void wait_for(const char *dev, int tenths) {
   die(dev);
 }
 
+/* /dev and /root, the mount points, are in the initrd (mkinitrd.sh) */
 int main(void) {
   if (mount("devtmpfs", "/dev", "devtmpfs", 0, NULL) != 0) die("mount /dev");
   load_modules();
   wait_for("/dev/vda", 300);
-  if (mkdir("/root", 0755) != 0 && errno != EEXIST) die("mkdir /root");
   if (mount("/dev/vda", "/root", "ext4", 0, NULL) != 0) die("mount /dev/vda");
   if (umount("/dev") != 0) die("umount /dev");
   /* switch_root: the new root is moved over / and becomes init's root; the initramfs's
