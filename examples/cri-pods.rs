@@ -20,6 +20,7 @@
 //! shared by every call (tonic multiplexes it); calls like src/containerd/pod.rs makes them.
 
 use containerd_guard::containerd::client::{connect, request, status_text};
+use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::collections::HashMap;
@@ -96,36 +97,17 @@ fn uid(prefix: &str) -> String {
     format!("{prefix}{tail}")
 }
 
-fn namespaces() -> Option<NamespaceOption> {
-    Some(NamespaceOption {
-        network: NamespaceMode::Node as i32,
-        pid: NamespaceMode::Container as i32,
-        ipc: NamespaceMode::Pod as i32,
-        ..Default::default()
-    })
-}
-
 fn sandbox_config(name: &str, uid: &str) -> PodSandboxConfig {
-    PodSandboxConfig {
-        metadata: Some(PodSandboxMetadata {
-            name: name.to_string(),
-            uid: uid.to_string(),
-            namespace: POD_NAMESPACE.into(),
-            attempt: 0,
-        }),
-        // Host-network sandboxes need an empty hostname (measured on containerd 1.6).
-        hostname: String::new(),
-        labels: HashMap::from([(LABEL.to_string(), "1".to_string())]),
-        linux: Some(LinuxPodSandboxConfig {
-            cgroup_parent: format!("/kubepods/besteffort/pod{uid}"),
-            security_context: Some(LinuxSandboxSecurityContext {
-                namespace_options: namespaces(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+    let mut config = HostNetworkPod {
+        name,
+        uid,
+        namespace: POD_NAMESPACE,
+        cgroup_parent: &format!("/kubepods/besteffort/pod{uid}"),
         ..Default::default()
     }
+    .config();
+    config.labels = HashMap::from([(LABEL.to_string(), "1".to_string())]);
+    config
 }
 
 /// One pod: sandbox, container created and started. Returns `sandbox container uid`.
@@ -157,7 +139,7 @@ async fn one_pod(
         labels: HashMap::from([(LABEL.to_string(), "1".to_string())]),
         linux: Some(LinuxContainerConfig {
             security_context: Some(LinuxContainerSecurityContext {
-                namespace_options: namespaces(),
+                namespace_options: Some(host_network_namespaces()),
                 ..Default::default()
             }),
             ..Default::default()

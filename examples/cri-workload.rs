@@ -24,7 +24,7 @@
 //! and exits 0 (ok), 1 (fail) or 2 (usage).
 
 use containerd_guard::containerd::client::{connect, request, status_text};
-use containerd_guard::containerd::pod::host_network_pod_config;
+use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::path::{Path, PathBuf};
@@ -163,12 +163,14 @@ fn call_err(call: &str) -> impl Fn(tonic::Status) -> String + '_ {
 }
 
 fn pod_config(r: &RunArgs) -> PodSandboxConfig {
-    let mut config = host_network_pod_config(&r.name, &r.uid, &r.namespace);
-    config.log_directory = log_dir(r).display().to_string();
-    if let Some(linux) = config.linux.as_mut() {
-        linux.cgroup_parent = r.cgroup_parent.clone();
+    HostNetworkPod {
+        name: &r.name,
+        uid: &r.uid,
+        namespace: &r.namespace,
+        log_directory: &log_dir(r).display().to_string(),
+        cgroup_parent: &r.cgroup_parent,
     }
-    config
+    .config()
 }
 
 /// kubelet's layout: `/var/log/pods/<namespace>_<name>_<uid>`.
@@ -225,12 +227,7 @@ async fn run(c: &mut Cri, r: &RunArgs) -> Result<(), String> {
         // shareProcessNamespace), so it does not die with the sandbox's pause process.
         linux: Some(LinuxContainerConfig {
             security_context: Some(LinuxContainerSecurityContext {
-                namespace_options: Some(NamespaceOption {
-                    network: NamespaceMode::Node as i32,
-                    pid: NamespaceMode::Container as i32,
-                    ipc: NamespaceMode::Pod as i32,
-                    ..Default::default()
-                }),
+                namespace_options: Some(host_network_namespaces()),
                 ..Default::default()
             }),
             ..Default::default()

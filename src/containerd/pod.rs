@@ -14,33 +14,53 @@ use std::time::Duration;
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The sandbox config kubelet sends for a host-network pod, the one pod shape every CRI
-/// client of this crate uses (the demo, the integration tests, the VM tests' kubelet
-/// stand-in and workloads): node network, its own PID namespace, a pod IPC namespace.
-/// `log_directory` and `linux.cgroup_parent` stay empty for the caller to set, as kubelet
-/// does per pod.
-pub fn host_network_pod_config(name: &str, uid: &str, namespace: &str) -> PodSandboxConfig {
-    PodSandboxConfig {
-        metadata: Some(PodSandboxMetadata {
-            name: name.to_string(),
-            uid: uid.to_string(),
-            namespace: namespace.to_string(),
-            attempt: 0,
-        }),
-        // Host-network sandboxes need an empty hostname (measured on containerd 1.6).
-        hostname: String::new(),
-        linux: Some(LinuxPodSandboxConfig {
-            security_context: Some(LinuxSandboxSecurityContext {
-                namespace_options: Some(NamespaceOption {
-                    network: NamespaceMode::Node as i32,
-                    pid: NamespaceMode::Container as i32,
-                    ipc: NamespaceMode::Pod as i32,
+/// A host-network pod, the one pod shape every CRI client of this crate uses (the demo,
+/// the integration tests, the VM tests' kubelet stand-in and workloads). The fields are
+/// what differs per pod; empty `log_directory` and `cgroup_parent` are left unset, as
+/// kubelet leaves them when it has none.
+#[derive(Default)]
+pub struct HostNetworkPod<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub namespace: &'a str,
+    pub log_directory: &'a str,
+    pub cgroup_parent: &'a str,
+}
+
+impl HostNetworkPod<'_> {
+    /// The sandbox config kubelet sends for it, in [`host_network_namespaces`].
+    pub fn config(&self) -> PodSandboxConfig {
+        PodSandboxConfig {
+            metadata: Some(PodSandboxMetadata {
+                name: self.name.to_string(),
+                uid: self.uid.to_string(),
+                namespace: self.namespace.to_string(),
+                attempt: 0,
+            }),
+            // Host-network sandboxes need an empty hostname (measured on containerd 1.6).
+            hostname: String::new(),
+            log_directory: self.log_directory.to_string(),
+            linux: Some(LinuxPodSandboxConfig {
+                cgroup_parent: self.cgroup_parent.to_string(),
+                security_context: Some(LinuxSandboxSecurityContext {
+                    namespace_options: Some(host_network_namespaces()),
                     ..Default::default()
                 }),
                 ..Default::default()
             }),
             ..Default::default()
-        }),
+        }
+    }
+}
+
+/// The namespaces of a host-network pod's sandbox and of each of its containers: the
+/// node's network, a PID namespace of its own (kubelet's default, a pod without
+/// shareProcessNamespace), the pod's IPC namespace.
+pub fn host_network_namespaces() -> NamespaceOption {
+    NamespaceOption {
+        network: NamespaceMode::Node as i32,
+        pid: NamespaceMode::Container as i32,
+        ipc: NamespaceMode::Pod as i32,
         ..Default::default()
     }
 }
@@ -55,7 +75,13 @@ pub async fn start_host_network_pod(
 ) -> Result<String, String> {
     let conn = connect(socket, CONNECT_TIMEOUT).await?;
     let mut c = RuntimeServiceClient::new(conn.channel.clone());
-    let config = host_network_pod_config(name, uid, namespace);
+    let config = HostNetworkPod {
+        name,
+        uid,
+        namespace,
+        ..Default::default()
+    }
+    .config();
     let req = RunPodSandboxRequest {
         config: Some(config),
         runtime_handler: String::new(),

@@ -13,7 +13,7 @@ use super::hygiene::{kill_shims_of, remove_cgroup_tree, unmount_under};
 use super::runtime::{block_on, tar, PauseImage};
 use super::{poll_until, run, unique, which, Containerd, TempRoot};
 use containerd_guard::containerd::client::{connect, request};
-use containerd_guard::containerd::pod::host_network_pod_config;
+use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::path::{Path, PathBuf};
@@ -330,11 +330,14 @@ impl Pod {
         let uid = super::random_uuid();
         let log_dir = t.path().join("logs").join(&uid);
         std::fs::create_dir_all(&log_dir).unwrap();
-        let mut config = host_network_pod_config(name, &uid, "guard-test");
-        config.log_directory = log_dir.display().to_string();
-        if let Some(linux) = config.linux.as_mut() {
-            linux.cgroup_parent = pod_cgroup(&uid);
+        let config = HostNetworkPod {
+            name,
+            uid: &uid,
+            namespace: "guard-test",
+            log_directory: &log_dir.display().to_string(),
+            cgroup_parent: &pod_cgroup(&uid),
         }
+        .config();
         LIVE_PODS.fetch_add(1, Ordering::SeqCst);
         let mut pod = Pod {
             socket: t.socket(),
@@ -399,12 +402,7 @@ impl Pod {
             log_path: format!("{name}.log"),
             linux: Some(LinuxContainerConfig {
                 security_context: Some(LinuxContainerSecurityContext {
-                    namespace_options: Some(NamespaceOption {
-                        network: NamespaceMode::Node as i32,
-                        pid: NamespaceMode::Container as i32,
-                        ipc: NamespaceMode::Pod as i32,
-                        ..Default::default()
-                    }),
+                    namespace_options: Some(host_network_namespaces()),
                     ..Default::default()
                 }),
                 ..Default::default()
