@@ -162,16 +162,19 @@ fn nothing_lost_ignores_an_unreferenced_blob_removed_by_containerds_gc() {
 fn ingest_unreferenced_blob(n: &Node) -> (String, std::path::PathBuf) {
     let data = format!("unreferenced {}", unique("", 16)).into_bytes();
     let digest = runtime::sha256(&data);
-    let mut ingest = std::process::Command::new(containerd_tool("ctr"))
-        .args(["-a", n.t.socket().to_str().unwrap(), "-n", "k8s.io"])
-        .args(["content", "ingest", "--expected-digest", &digest])
-        .arg(format!("--expected-size={}", data.len()))
-        .arg(unique("selftest-", 8))
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut ingest.stdin.take().unwrap(), &data).unwrap();
-    assert!(ingest.wait().unwrap().success(), "ctr content ingest");
+    let blob = n.t.images().join(unique("blob-", 8));
+    std::fs::write(&blob, &data).unwrap();
+    let ingest = bounded::output(
+        std::process::Command::new(containerd_tool("ctr"))
+            .args(["-a", n.t.socket().to_str().unwrap(), "-n", "k8s.io"])
+            .args(["--timeout", workload::CTR_TIMEOUT])
+            .args(["content", "ingest", "--expected-digest", &digest])
+            .arg(format!("--expected-size={}", data.len()))
+            .arg(unique("selftest-", 8))
+            .stdin(std::fs::File::open(&blob).unwrap()),
+        bounded::COMMAND_DEADLINE,
+    );
+    assert!(ingest.status.success(), "ctr content ingest: {ingest:?}");
     let hex = digest.trim_start_matches("sha256:").to_string();
     let path =
         n.t.volume_path()

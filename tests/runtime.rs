@@ -1016,11 +1016,12 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
 }
 
 fn promtool_check(textfile: &Path) {
-    let out = std::process::Command::new(which("promtool").unwrap())
-        .args(["check", "metrics"])
-        .stdin(std::fs::File::open(textfile).unwrap())
-        .output()
-        .unwrap();
+    let out = support::bounded::output(
+        std::process::Command::new(which("promtool").unwrap())
+            .args(["check", "metrics"])
+            .stdin(std::fs::File::open(textfile).unwrap()),
+        support::bounded::COMMAND_DEADLINE,
+    );
     assert!(
         out.status.success(),
         "promtool check metrics {}:\n{}{}",

@@ -74,10 +74,10 @@ pub fn containerd_version() -> &'static str {
     static VERSION: OnceLock<String> = OnceLock::new();
     VERSION.get_or_init(|| {
         let exe = containerd_tool("containerd");
-        let out = Command::new(&exe)
-            .arg("--version")
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {} --version: {e}", exe.display()));
+        let out = super::bounded::output(
+            Command::new(&exe).arg("--version").stdin(Stdio::null()),
+            super::bounded::COMMAND_DEADLINE,
+        );
         assert!(
             out.status.success(),
             "{} --version failed ({}): {}",

@@ -9,6 +9,7 @@
 
 use super::containerd::containerd_tool;
 use super::run_exe;
+use super::workload::CTR_TIMEOUT;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -132,10 +133,33 @@ fn named_blobs(bytes: &[u8]) -> Vec<String> {
 fn images(socket: &Path) -> BTreeSet<String> {
     let ctr = containerd_tool("ctr");
     let address = socket.to_str().expect("socket path is UTF-8");
-    let namespaces = run_exe(&ctr, &["-a", address, "namespaces", "ls", "-q"]);
+    let namespaces = run_exe(
+        &ctr,
+        &[
+            "-a",
+            address,
+            "--timeout",
+            CTR_TIMEOUT,
+            "namespaces",
+            "ls",
+            "-q",
+        ],
+    );
     let mut out = BTreeSet::new();
     for ns in namespaces.lines().filter(|l| !l.is_empty()) {
-        let listed = run_exe(&ctr, &["-a", address, "-n", ns, "images", "ls"]);
+        let listed = run_exe(
+            &ctr,
+            &[
+                "-a",
+                address,
+                "--timeout",
+                CTR_TIMEOUT,
+                "-n",
+                ns,
+                "images",
+                "ls",
+            ],
+        );
         for line in listed.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
             if let [name, _type, digest, ..] = f[..] {

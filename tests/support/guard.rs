@@ -1,7 +1,10 @@
 //! Runs the built `guard` binary and captures what it said.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
+
+use super::bounded::{self, GUARD_DEADLINE};
 use std::time::{Duration, Instant};
 
 pub const GUARD: &str = env!("CARGO_BIN_EXE_guard");
@@ -92,8 +95,16 @@ impl Guard {
         cmd.env("PATH", super::containerd::path_with_containerd_dir(chosen));
     }
 
-    /// Runs `guard <global args> <extra>`.
+    /// Runs `guard <global args> <extra>`, bounded by [`GUARD_DEADLINE`].
+    #[track_caller]
     pub fn run(&self, extra: &[&str]) -> Outcome {
+        self.run_within(extra, GUARD_DEADLINE)
+    }
+
+    /// As [`Guard::run`] with another deadline: past it the guard's process group is
+    /// killed and the test fails naming the command.
+    #[track_caller]
+    pub fn run_within(&self, extra: &[&str], deadline: Duration) -> Outcome {
         let mut cmd = self.command();
         cmd.args(&self.args).args(extra);
         // Never talk to a systemd that may be watching the test runner.
@@ -106,9 +117,8 @@ impl Guard {
             .collect::<String>();
         let command = format!("{wrapper}guard {} {}", self.args.join(" "), extra.join(" "));
         let start = Instant::now();
-        let out = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {GUARD}: {e}"));
+        cmd.stdin(std::process::Stdio::null());
+        let out = bounded::output(&mut cmd, deadline);
         let elapsed = start.elapsed();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         Outcome {
@@ -240,7 +250,9 @@ impl Guard {
         cmd.stdout(std::fs::File::create(&stdout_path).expect("stdout file"));
         cmd.stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
         let started = Instant::now();
+        // A group of its own, so that Drop kills whatever it started and did not reap.
         let child = cmd
+            .process_group(0)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {GUARD}: {e}"));
         Running {
@@ -326,7 +338,7 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
+            bounded::kill_group(c.id() as i32);
             let _ = c.wait();
         }
     }

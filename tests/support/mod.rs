@@ -40,6 +40,7 @@
 
 #![allow(dead_code, unused_imports)]
 
+pub mod bounded;
 pub mod containerd;
 pub mod content;
 pub mod exporter;
@@ -133,13 +134,17 @@ pub fn run(program: &str, args: &[&str]) -> String {
     )
 }
 
-/// As [`run`], for an executable given by its path (e.g. [`containerd_tool`]'s).
+/// As [`run`], for an executable given by its path (e.g. [`containerd_tool`]'s). Bounded
+/// by [`bounded::COMMAND_DEADLINE`].
+#[track_caller]
 pub fn run_exe(exe: &Path, args: &[&str]) -> String {
     let program = exe.display();
-    let out = Command::new(exe)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let out = bounded::output(
+        Command::new(exe)
+            .args(args)
+            .stdin(std::process::Stdio::null()),
+        bounded::COMMAND_DEADLINE,
+    );
     assert!(
         out.status.success(),
         "`{program} {}` failed ({}):\nstdout: {}\nstderr: {}",
@@ -151,16 +156,15 @@ pub fn run_exe(exe: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Runs a command and returns whether it succeeded; for best-effort cleanup.
+/// Runs a command and returns whether it succeeded; for best-effort cleanup. Bounded by
+/// [`bounded::COMMAND_DEADLINE`] like every other command.
 pub fn run_quiet(program: &str, args: &[&str]) -> bool {
     let exe = which(program).unwrap_or_else(|| PathBuf::from(program));
-    Command::new(&exe)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    let mut cmd = Command::new(&exe);
+    cmd.args(args).stdin(std::process::Stdio::null());
+    bounded::output(&mut cmd, bounded::COMMAND_DEADLINE)
+        .status
+        .success()
 }
 
 /// A short random hex string for labels and names that must not collide with other runs.

@@ -447,11 +447,15 @@ impl Restartable {
 
     /// Runs the restart program (test setup, not the guard) and waits until it answers.
     pub fn restart_by_hand(&self) {
-        let status = Command::new(self.restart_program())
-            .env("GUARD_TEST_SETUP", "1")
-            .status()
-            .expect("run the restart program");
-        assert!(status.success(), "restart program failed: {status}");
+        let mut cmd = Command::new(self.restart_program());
+        cmd.env("GUARD_TEST_SETUP", "1").stdin(Stdio::null());
+        let out = super::bounded::output(&mut cmd, super::bounded::COMMAND_DEADLINE);
+        assert!(
+            out.status.success(),
+            "restart program failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         self.wait_answering();
     }
 
@@ -506,6 +510,8 @@ impl Restartable {
             &[
                 "--address",
                 self.socket.to_str().unwrap(),
+                "--timeout",
+                super::workload::CTR_TIMEOUT,
                 "-n",
                 "k8s.io",
                 "images",

@@ -30,14 +30,17 @@ pub fn ctr() -> PathBuf {
 
 /// `ctr --address <socket> -n k8s.io <args>`, output returned whatever the exit status.
 pub fn ctr_k8s(socket: &Path, args: &[&str]) -> Output {
-    Command::new(ctr())
-        .arg("--address")
+    let mut cmd = Command::new(ctr());
+    cmd.arg("--address")
         .arg(socket)
-        .args(["-n", "k8s.io"])
+        .args(["-n", "k8s.io", "--timeout", CTR_TIMEOUT])
         .args(args)
-        .output()
-        .expect("run ctr")
+        .stdin(std::process::Stdio::null());
+    super::bounded::output(&mut cmd, super::bounded::COMMAND_DEADLINE)
 }
+
+/// `ctr --timeout`: ctr gives up on its own a little before the harness would kill it.
+pub const CTR_TIMEOUT: &str = "25s";
 
 /// As [`ctr_k8s`], panicking with its output unless it succeeds; returns stdout.
 #[track_caller]
