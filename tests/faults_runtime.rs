@@ -33,17 +33,6 @@ fn signal(pid: i32, sig: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
 }
 
-/// A healthy node whose volume also holds another image (the same pause content under
-/// another name), so "nothing lost" has image data to check while the sandbox image itself
-/// is missing.
-fn node_with_other_image(image: &str) -> Node {
-    let n = Node::healthy(image);
-    let other = PauseImage::new(&format!("127.0.0.1:1/guard/other:{}", unique("", 6)));
-    n.ctrd
-        .ctr_import(&other.write_oci(&n.t.path().join("other.oci.tar"), false));
-    n
-}
-
 /// Image names in namespace k8s.io.
 fn images(n: &Node) -> Vec<String> {
     let out = run_exe(
@@ -413,8 +402,8 @@ fn volume_unmounted_while_runtime_holds_is_seen_as_stale_and_nothing_is_lost() {
     if !require_root(TOOLS) {
         return;
     }
-    let n = node_with_other_image(&format!("127.0.0.1:{}/guard/pause:umnt", dead_port()));
-    let before = n.content();
+    let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:umnt", dead_port()));
+    let before = n.content_with_other_image();
     let corrupt = n.oci_archive(true);
     let cfg = n.config(
         &n.ctrd.restart_program(),
@@ -559,7 +548,7 @@ fn blob(digest: &str) -> String {
 /// `guard runtime` with `archive` as the only source (no pull): it refuses the archive,
 /// names it, imports nothing, holds until `[hold] timeout` and loses nothing.
 fn archive_is_refused(tag: &str, build: impl FnOnce(&PauseImage, &Path)) {
-    let n = node_with_other_image(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
+    let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
     let archive = n.t.path().join(format!("pause-{tag}.tar"));
     build(&n.img, &archive);
     let cfg = n.config(
@@ -570,7 +559,7 @@ fn archive_is_refused(tag: &str, build: impl FnOnce(&PauseImage, &Path)) {
         ),
     );
     let images_before = images(&n);
-    let before = n.content();
+    let before = n.content_with_other_image();
     let out = runtime(&cfg);
     println!("archive {tag}: guard ended after {:?}", out.elapsed);
     out.expect(1, "runtime.sandbox-image", "fail")
@@ -727,12 +716,12 @@ fn registry_that_never_answers_is_bounded_by_the_pull_timeout() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port();
     let image = format!("127.0.0.1:{port}/guard/pause:slowreg");
-    let n = node_with_other_image(&image);
+    let n = Node::with_other_image(&image);
     let cfg = n.config(
         &n.ctrd.restart_program(),
         "[sandbox]\npull_attempts = 2\npull_timeout = \"3s\"\n\n[hold]\ntimeout = \"10s\"\n",
     );
-    let before = n.content();
+    let before = n.content_with_other_image();
     let out = runtime(&cfg);
     println!("silent registry: guard ended after {:?}", out.elapsed);
     out.expect(1, "runtime.sandbox-image", "fail")

@@ -184,7 +184,7 @@ fn s05_image_missing_archive_present_restored_without_pull() {
     if !require_root(TOOLS) {
         return;
     }
-    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s5", dead_port()));
+    let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:s5", dead_port()));
     let docker = n.img.write_docker(&n.t.path().join("pause.docker.tar"));
     let cfg = n.config(
         &n.ctrd.restart_program(),
@@ -193,7 +193,7 @@ fn s05_image_missing_archive_present_restored_without_pull() {
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
     v.expect(1, "runtime.sandbox-image", "fail")
         .mentions("runtime.sandbox-image", &["not in namespace k8s.io"]);
-    let before = n.content();
+    let before = n.content_with_other_image();
     let out = runtime(&cfg);
     out.expect(0, "remedy.restore-image", "pass")
         .mentions("remedy.restore-image", &["Docker", "digests verified"]);
@@ -218,7 +218,7 @@ fn s06_corrupt_archive_refused_then_pulled_from_registry() {
     }
     let reg = Registry::start();
     let image = format!("127.0.0.1:{}/guard/pause:s6", reg.port);
-    let n = Node::healthy(&image);
+    let n = Node::with_other_image(&image);
     reg.push(&n.img, "guard/pause", "s6");
     let bad = n.oci_archive(true);
     assert!(archive_verifies(&bad, &image).is_err());
@@ -229,7 +229,7 @@ fn s06_corrupt_archive_refused_then_pulled_from_registry() {
             bad.display()
         ),
     );
-    let before = n.content();
+    let before = n.content_with_other_image();
     let out = runtime(&cfg);
     before.assert_nothing_lost(&n.content());
     out.expect(0, "remedy.restore-image", "warn").mentions(
@@ -246,7 +246,7 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
         return;
     }
     let image = format!("127.0.0.1:{}/guard/pause:s7", dead_port());
-    let n = Node::healthy(&image);
+    let n = Node::with_other_image(&image);
     let missing = n.t.path().join("baked/pause.tar");
     let cfg = n.config(
         &n.ctrd.restart_program(),
@@ -277,7 +277,7 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
             }
         })
     };
-    let before = n.content();
+    let before = n.content_with_other_image();
     let started = Instant::now();
     let out = Guard::with_config(&cfg)
         .env("NOTIFY_SOCKET", notify_path.to_str().unwrap())

@@ -50,7 +50,12 @@ impl ContentSnapshot {
             }
         }
         if let (Some(before), Some(now)) = (&self.images, &after.images) {
-            lost.extend(before.difference(now).map(|i| format!("image {i} is gone")));
+            lost.extend(
+                before
+                    .iter()
+                    .filter(|i| !still_there(i, now))
+                    .map(|i| format!("image {i} is gone")),
+            );
         }
         assert!(
             lost.is_empty(),
@@ -61,6 +66,14 @@ impl ContentSnapshot {
 
     pub fn blob_count(&self) -> usize {
         self.blobs.len()
+    }
+
+    /// Whether an image whose name starts with `name` was listed (any namespace).
+    pub fn has_image_named(&self, name: &str) -> bool {
+        self.images
+            .iter()
+            .flatten()
+            .any(|i| i.split_once('/').is_some_and(|(_, n)| n.starts_with(name)))
     }
 
     /// Whether the blob whose file is named `hex` (its digest without `sha256:`) was seen.
@@ -128,6 +141,26 @@ fn named_blobs(bytes: &[u8]) -> Vec<String> {
         .chain(std::iter::once(&v["config"]["digest"]))
         .filter_map(|d| d.as_str()?.strip_prefix("sha256:").map(str::to_string))
         .collect()
+}
+
+/// Whether `image` ("namespace/name@digest") is in `now` with the same target. CRI's own
+/// alias of an image by its config digest (`k8s.io/sha256:<config>`) is containerd's
+/// bookkeeping, not an image anyone pulled: CRI points it at the newest image with that
+/// config (an import of the same content in another format moves it), so only its name
+/// must stay.
+fn still_there(image: &str, now: &BTreeSet<String>) -> bool {
+    let Some((name, _)) = image.rsplit_once('@') else {
+        return now.contains(image);
+    };
+    let is_cri_alias = name
+        .split_once('/')
+        .is_some_and(|(_, n)| n.strip_prefix("sha256:").is_some_and(|h| h.len() == 64));
+    match is_cri_alias {
+        true => now
+            .iter()
+            .any(|i| i.rsplit_once('@').is_some_and(|(n, _)| n == name)),
+        false => now.contains(image),
+    }
 }
 
 fn images(socket: &Path) -> BTreeSet<String> {

@@ -16,6 +16,9 @@ pub const TOOLS: &[&str] = &[
     "mount",
 ];
 
+/// The other image's repository in [`Node::with_other_image`].
+pub const OTHER_IMAGE: &str = "127.0.0.1:1/guard/other";
+
 /// A test node: containerd on `t`'s paths (dropped first), the volume, the tree.
 pub struct Node {
     pub ctrd: Restartable,
@@ -39,6 +42,29 @@ impl Node {
             "start the test with `if !require_root(TOOLS) {{ return; }}`"
         );
         Node::healthy_in(TempRoot::new(), image)
+    }
+
+    /// A healthy node whose volume also holds another image (the same pause content under
+    /// another name, `127.0.0.1:1/guard/other:<random>`), so "nothing lost" has image data
+    /// to check while the sandbox image itself is missing.
+    pub fn with_other_image(image: &str) -> Node {
+        let n = Node::healthy(image);
+        let other = PauseImage::new(&format!("{OTHER_IMAGE}:{}", unique("", 6)));
+        n.ctrd
+            .ctr_import(&other.write_oci(&n.t.path().join("other.oci.tar"), false));
+        n
+    }
+
+    /// [`Node::content`], checked to hold the other image of [`Node::with_other_image`]:
+    /// a "nothing lost" check with nothing to lose checks nothing.
+    #[track_caller]
+    pub fn content_with_other_image(&self) -> ContentSnapshot {
+        let snapshot = self.content();
+        assert!(
+            snapshot.has_image_named(OTHER_IMAGE),
+            "the snapshot holds no {OTHER_IMAGE}: start the node with Node::with_other_image\n{snapshot:?}"
+        );
+        snapshot
     }
 
     /// As [`Node::healthy`], in a given tree (e.g. [`TempRoot::world_readable_in`]).
