@@ -546,11 +546,13 @@ fn blob(digest: &str) -> String {
 }
 
 /// `guard runtime` with `archive` as the only source (no pull): it refuses the archive,
-/// names it, imports nothing, holds until `[hold] timeout` and loses nothing.
-fn archive_is_refused(tag: &str, build: impl FnOnce(&PauseImage, &Path)) {
+/// names it and gives the reason `build` expects (each of the needles it returns), imports
+/// nothing, holds until `[hold] timeout` and loses nothing. Returns the bytes the guard read
+/// (`rchar`, summed into its parent shell's `/proc/PID/io` when the guard is reaped).
+fn archive_is_refused(tag: &str, build: impl FnOnce(&PauseImage, &Path) -> Vec<String>) -> u64 {
     let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
     let archive = n.t.path().join(format!("pause-{tag}.tar"));
-    build(&n.img, &archive);
+    let reason = build(&n.img, &archive);
     let cfg = n.config(
         &n.ctrd.restart_program(),
         &format!(
@@ -560,13 +562,22 @@ fn archive_is_refused(tag: &str, build: impl FnOnce(&PauseImage, &Path)) {
     );
     let images_before = images(&n);
     let before = n.content_with_other_image();
-    let out = runtime(&cfg);
+    let io = n.t.path().join("guard.io");
+    let count_reads = format!(
+        "\"$0\" \"$@\"; code=$?; cat /proc/$$/io > '{}'; exit $code",
+        io.display()
+    );
+    let out = Guard::with_config(&cfg)
+        .wrapped_in(&["sh", "-c", &count_reads])
+        .run(&["--json", "runtime"]);
     println!("archive {tag}: guard ended after {:?}", out.elapsed);
+    let mut needles = vec!["REFUSED".to_string(), archive.display().to_string()];
+    needles.extend(reason);
     out.expect(1, "runtime.sandbox-image", "fail")
         .expect(1, "remedy.restore-image", "warn")
         .mentions(
             "remedy.restore-image",
-            &["REFUSED", archive.to_str().unwrap()],
+            &needles.iter().map(String::as_str).collect::<Vec<_>>(),
         );
     assert_eq!(out.status("runtime.hold"), "fail", "{}", out.dump());
     assert!(
@@ -577,6 +588,16 @@ fn archive_is_refused(tag: &str, build: impl FnOnce(&PauseImage, &Path)) {
     assert_eq!(images(&n), images_before, "nothing imported");
     assert_eq!(n.ctrd.restarts(), 0);
     before.assert_nothing_lost(&n.content());
+    read_chars(&io)
+}
+
+/// `rchar` of a `/proc/PID/io` copy.
+fn read_chars(io: &Path) -> u64 {
+    let text = std::fs::read_to_string(io).unwrap_or_else(|e| panic!("{}: {e}", io.display()));
+    text.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rchar in {}:\n{text}", io.display()))
 }
 
 #[test]
@@ -587,6 +608,7 @@ fn archive_truncated_is_refused() {
     archive_is_refused("trunc", |img, path| {
         let data = std::fs::read(img.write_oci(path, false)).unwrap();
         std::fs::write(path, &data[..data.len() / 2]).unwrap();
+        vec!["not a usable image archive: truncated: blobs/sha256/".into()]
     });
 }
 
@@ -603,7 +625,13 @@ fn archive_with_a_manifest_that_does_not_match_its_digest_is_refused() {
         let text = String::from_utf8(m.1.clone()).unwrap();
         let layer = sha256(&img.layer);
         m.1 = text.replace(&layer, &sha256(b"not the layer")).into_bytes();
+        let refusal = format!(
+            "{manifest} has digest {}, the index says {}",
+            sha256(&m.1),
+            img.manifest_digest()
+        );
         std::fs::write(path, tar_of(&entries)).unwrap();
+        vec![refusal]
     });
 }
 
@@ -612,11 +640,19 @@ fn archive_of_10_gib_sparse_is_refused_before_reading() {
     if !require_root(TOOLS) {
         return;
     }
-    archive_is_refused("sparse", |img, path| {
+    let read = archive_is_refused("sparse", |img, path| {
         img.write_oci(path, false);
         let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
         f.set_len(10 << 30).unwrap(); // a hole: 10 GiB on paper, nothing on disk
+        vec!["10737418240 bytes, larger than the 512 MiB accepted".into()]
     });
+    // Refused from its size alone: the guard read its config, /proc and the like, not the
+    // archive (its real part alone, before the hole, is some 700 KiB).
+    println!("the guard read {read} bytes in all");
+    assert!(
+        read < 4 << 20,
+        "the guard read {read} bytes: it read the 10 GiB archive it should refuse unread"
+    );
 }
 
 #[test]
@@ -636,6 +672,7 @@ fn archive_with_an_entry_claiming_10_gib_is_refused() {
         data.extend_from_slice(&header("blobs/sha256/huge", b'0', "", 10 << 30));
         data.extend_from_slice(&tar_of(&[(layer, img.layer.clone())]));
         std::fs::write(path, data).unwrap();
+        vec!["blobs/sha256/huge claims 10737418240 bytes, more than the 512 MiB".into()]
     });
 }
 
@@ -660,7 +697,9 @@ fn archive_with_a_symlink_entry_is_refused() {
         return;
     }
     archive_is_refused("symlink", |img, path| {
-        link_archive(img, path, b'2', "/etc/passwd")
+        link_archive(img, path, b'2', "/etc/passwd");
+        let layer = blob(&sha256(&img.layer));
+        vec![format!("{layer} is a symlink to \"/etc/passwd\": refused")]
     });
 }
 
@@ -670,7 +709,9 @@ fn archive_with_a_hard_link_entry_is_refused() {
         return;
     }
     archive_is_refused("hardlink", |img, path| {
-        link_archive(img, path, b'1', "oci-layout")
+        link_archive(img, path, b'1', "oci-layout");
+        let layer = blob(&sha256(&img.layer));
+        vec![format!("{layer} is a hard link to \"oci-layout\": refused")]
     });
 }
 
@@ -699,8 +740,16 @@ fn archive_whose_index_points_at_itself_is_refused_in_bounded_time() {
                 *d = index.clone();
             }
         }
+        let refusal = format!(
+            "{} has digest {}, the index says {me}",
+            blob(&me),
+            sha256(&nested)
+        );
         entries.push((blob(&me), nested));
         std::fs::write(path, tar_of(&entries)).unwrap();
+        // A digest cannot name its own content: the index is refused by its digest before
+        // anything inside it is followed.
+        vec![refusal]
     });
 }
 
