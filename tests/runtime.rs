@@ -679,7 +679,9 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
     );
     let pid = n.ctrd.pid();
     let before = n.content();
-    let g = Guard::with_config(&cfg);
+    // -v: a guard that finds the repair lock busy logs so ("another guard (pid N) is
+    // repairing; waiting"), the evidence that they overlapped.
+    let g = Guard::with_config(&cfg).arg("-v");
     let started = Instant::now();
     // Spawned back to back: they all start within a few milliseconds of each other.
     let mut running: Vec<(&str, Running)> = Vec::new();
@@ -692,6 +694,7 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
             g.spawn(&["--json", "verify", "--repair"]),
         ));
     }
+    let pids: Vec<u32> = running.iter().map(|(_, r)| r.pid()).collect();
     let outs: Vec<(&str, Outcome)> = running
         .into_iter()
         .map(|(what, r)| (what, r.finish(Duration::from_secs(90))))
@@ -732,6 +735,19 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
         .find(|(_, o)| has_finding(o, "remedy.restart"))
         .unwrap();
     who.mentions("remedy.restart", &["restart 1 of 3"]);
+    // They overlapped: others tried the lock while the one that restarted held it (else
+    // "restarted once" would only show that they ran one after another).
+    let holder = pids[outs.iter().position(|(_, o)| std::ptr::eq(o, who)).unwrap()];
+    let busy = format!("another guard (pid {holder}) is repairing; waiting");
+    let waited = outs
+        .iter()
+        .filter(|(_, o)| o.stderr.contains(&busy))
+        .count();
+    println!("  {waited} of 5 others found the lock held by {holder}");
+    assert!(
+        waited >= 1,
+        "no guard found the lock held ({busy:?}):\n{all}"
+    );
     let restarts = recorded_restarts(&n);
     assert_eq!(restarts.len(), 1, "{restarts:?}");
     // The one restart's record carries the command's outcome, not just "running".
