@@ -69,18 +69,19 @@ mod tests {
 
     #[test]
     fn every_status_has_its_own_stable_message_id_and_fields_name_the_finding() {
-        let ids: std::collections::BTreeSet<_> =
-            [Status::Fail, Status::Warn, Status::Skip, Status::Pass]
-                .map(message_id)
-                .into();
-        assert_eq!(ids.len(), 4);
+        // Literals, not message_id() again: operators' `journalctl MESSAGE_ID=` queries and
+        // alert rules hold these values, so changing one breaks them.
+        assert_eq!(message_id(Status::Fail), "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e1");
+        assert_eq!(message_id(Status::Warn), "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e2");
+        assert_eq!(message_id(Status::Skip), "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e3");
+        assert_eq!(message_id(Status::Pass), "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e4");
         let f = Finding::fail(Id::RuntimeStale, "stale")
             .evidence("fd 3")
             .remedy("restart");
         let got = fields(&f, "guard verify");
         assert!(got.contains(&("GUARD_FINDING", "runtime.stale".into())));
         assert!(got.contains(&("GUARD_STATUS", "fail".into())));
-        assert!(got.contains(&("MESSAGE_ID", message_id(Status::Fail).into())));
+        assert!(got.contains(&("MESSAGE_ID", "7c7b0e6a2f8d4c1b9e3a5d6f40a1c2e1".into())));
         assert!(got.contains(&("GUARD_EVIDENCE", "fd 3".into())));
         assert!(journaled(&f));
         assert!(journaled(&Finding::pass(
@@ -91,5 +92,27 @@ mod tests {
             Id::RuntimeStale,
             "holds 2 databases"
         )));
+    }
+
+    /// The README's example query names the failure MESSAGE_ID: every `MESSAGE_ID=<hex>`
+    /// it shows must be one the guard sends, for the status it says.
+    #[test]
+    fn the_readme_message_id_is_the_one_failures_are_sent_with() {
+        let readme = include_str!("../README.md");
+        let shown: Vec<&str> = readme
+            .split("MESSAGE_ID=")
+            .skip(1)
+            .map(|rest| {
+                rest.split(|c: char| !c.is_ascii_hexdigit())
+                    .next()
+                    .unwrap_or("")
+            })
+            .filter(|hex| !hex.is_empty())
+            .collect();
+        assert_eq!(
+            shown,
+            [message_id(Status::Fail)],
+            "README.md's `journalctl MESSAGE_ID=...` (\"every failure\") must show the fail id"
+        );
     }
 }
