@@ -1,5 +1,6 @@
 //! docs/faults.md cannot rot: every test a row cites (`path::test_name`) exists in that
-//! file of the repository, every row cites one, every group is there, and the matrix has at
+//! file of the repository as a `#[test]` function (a helper of that name does not count),
+//! every row cites one, every group is there, and the matrix has at
 //! least 30 rows. A group still waiting for its rows holds only the placeholder comment.
 
 use std::path::Path;
@@ -41,6 +42,41 @@ fn cited(row: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+enum Cited {
+    Test,
+    NotATest,
+    Absent,
+}
+
+/// Whether `text` has `fn name(` with `#[test]` (or `#[tokio::test...]`) among the
+/// attribute lines right above it.
+fn test_fn(text: &str, name: &str) -> Cited {
+    let lines: Vec<&str> = text.lines().collect();
+    let signature = format!("fn {name}(");
+    let mut found = Cited::Absent;
+    for (i, line) in lines.iter().enumerate() {
+        let head = line.trim_start();
+        let head = head.strip_prefix("pub ").unwrap_or(head);
+        let head = head.strip_prefix("async ").unwrap_or(head);
+        if !head.starts_with(&signature) {
+            continue;
+        }
+        let attributes = lines[..i]
+            .iter()
+            .rev()
+            .map(|l| l.trim())
+            .take_while(|l| l.starts_with("#["));
+        if attributes
+            .clone()
+            .any(|a| a == "#[test]" || a.starts_with("#[tokio::test"))
+        {
+            return Cited::Test;
+        }
+        found = Cited::NotATest;
+    }
+    found
+}
+
 /// The citations of `doc` that do not name a test in the repository; panics on a row that
 /// cites none.
 fn missing_in(doc: &str) -> Vec<String> {
@@ -51,8 +87,10 @@ fn missing_in(doc: &str) -> Vec<String> {
         assert!(!tests.is_empty(), "a row cites no `file::test`: {row}");
         for (file, name) in tests {
             let text = std::fs::read_to_string(root.join(&file)).unwrap_or_default();
-            if !text.contains(&format!("fn {name}(")) {
-                missing.push(format!("{file}::{name}"));
+            match test_fn(&text, &name) {
+                Cited::Test => {}
+                Cited::Absent => missing.push(format!("{file}::{name}")),
+                Cited::NotATest => missing.push(format!("{file}::{name} (not a #[test])")),
             }
         }
     }
@@ -83,15 +121,17 @@ fn every_group_is_there_and_the_matrix_has_at_least_30_rows() {
 }
 
 #[test]
-fn the_check_finds_a_renamed_test_and_a_missing_file() {
+fn the_check_finds_a_renamed_test_a_missing_file_and_a_helper() {
     let doc = "## x\n\n| fault | does | test |\n|---|---|---|\n\
                | a | b | `tests/faults_doc.rs::every_cited_test_exists`, `tests/faults_doc.rs::renamed_away` |\n\
-               | c | d | `tests/no_such_file.rs::every_cited_test_exists` |\n";
+               | c | d | `tests/no_such_file.rs::every_cited_test_exists` |\n\
+               | e | f | `tests/faults_doc.rs::missing_in` |\n";
     assert_eq!(
         missing_in(doc),
         vec![
             "tests/faults_doc.rs::renamed_away".to_string(),
-            "tests/no_such_file.rs::every_cited_test_exists".to_string()
+            "tests/no_such_file.rs::every_cited_test_exists".to_string(),
+            "tests/faults_doc.rs::missing_in (not a #[test])".to_string(),
         ]
     );
 }
