@@ -881,8 +881,10 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
 }
 
 /// `guard verify --npd` with its timeout; returns (exit code, stdout, elapsed).
-fn npd(cfg: &Path, timeout: &str) -> Outcome {
-    Guard::with_config(cfg).run(&["verify", "--npd", "--timeout", timeout])
+fn npd(cfg: &Path, timeout: &str, journal: &support::journal::JournalTrap) -> Outcome {
+    Guard::with_config(cfg)
+        .wrapped_in(&journal.wrapper())
+        .run(&["verify", "--npd", "--timeout", timeout])
 }
 
 #[test]
@@ -891,6 +893,21 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
         return;
     }
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s17", dead_port()));
+    // The trap works: without --npd, the missing sandbox image is journaled through it.
+    let journal = support::journal::JournalTrap::new(&n.t.path().join("journal-control"));
+    let control =
+        Guard::with_config(&n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n"))
+            .wrapped_in(&journal.wrapper())
+            .run(&["--json", "verify"]);
+    control.expect(1, "runtime.sandbox-image", "fail");
+    let sent = journal.received();
+    assert!(
+        sent.iter()
+            .any(|m| m.contains("GUARD_FINDING=runtime.sandbox-image")),
+        "without --npd the failure reaches the test's journal socket: {sent:?}\n{}",
+        control.dump()
+    );
+    let journal = support::journal::JournalTrap::new(&n.t.path().join("journal"));
     n.import_image();
     let textfile = n.t.path().join("prom/containerd-guard.prom");
     std::fs::create_dir_all(textfile.parent().unwrap()).unwrap();
@@ -900,7 +917,7 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
     );
     let cfg = n.config(&n.ctrd.restart_program(), &extra);
 
-    let ok = npd(&cfg, "3s");
+    let ok = npd(&cfg, "3s", &journal);
     assert_eq!(ok.code, 0, "{}", ok.dump());
     assert_eq!(ok.stdout.lines().count(), 1, "{}", ok.dump());
     assert!(ok.stdout.trim_end().len() <= 80, "{}", ok.dump());
@@ -908,7 +925,7 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
     // containerd hangs: stopped, its socket still accepts connections.
     let pid = nix::unistd::Pid::from_raw(n.ctrd.pid());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    let hung = npd(&cfg, "3s");
+    let hung = npd(&cfg, "3s", &journal);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
     assert_eq!(hung.code, 1, "{}", hung.dump());
     assert!(
@@ -927,7 +944,7 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
     // The guard itself cannot decide: Unknown.
     let bad = n.t.path().join("bad.toml");
     std::fs::write(&bad, "[volume]\nwiat = \"90s\"\n").unwrap();
-    let unknown = npd(&bad, "3s");
+    let unknown = npd(&bad, "3s", &journal);
     assert_eq!(unknown.code, 2, "{}", unknown.dump());
     assert!(
         unknown.stdout.starts_with("guard: configuration error"),
@@ -935,6 +952,11 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
         unknown.dump()
     );
 
+    let sent = journal.received();
+    assert!(
+        sent.is_empty(),
+        "--npd sends nothing to the journal: {sent:?}"
+    );
     assert!(!textfile.exists(), "--npd writes no metrics");
     assert!(!n.state_file().exists(), "--npd writes no state");
 }

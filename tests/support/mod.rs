@@ -46,6 +46,7 @@ pub mod content;
 pub mod exporter;
 pub mod guard;
 pub mod hygiene;
+pub mod journal;
 pub mod locks;
 pub mod mounts;
 pub mod node;
