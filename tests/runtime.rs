@@ -390,6 +390,30 @@ fn s08b_backoff_holds_across_invocations() {
         1,
         "kubelet's Restart= re-running the gate cannot shorten the backoff"
     );
+    // The backoff runs on CLOCK_BOOTTIME (the wall clock cannot be moved on a shared host;
+    // a time namespace moves the others): a day later on the monotonic clock only, it
+    // still holds; a day later on the boot clock, it is over and the guard restarts.
+    let a_day_later = |clock: &str| {
+        Guard::with_config(&cfg)
+            .wrapped_in(&["unshare", "--time", clock, "86400"])
+            .run(&["--json", "runtime"])
+    };
+    a_day_later("--monotonic")
+        .expect(1, "remedy.budget", "fail")
+        .mentions("remedy.budget", &["backoff"]);
+    assert_eq!(
+        n.ctrd.restarts(),
+        1,
+        "the monotonic clock is not the backoff's"
+    );
+    let later = a_day_later("--boottime");
+    assert_eq!(
+        n.ctrd.restarts(),
+        2,
+        "a day later on the boot clock the backoff is over:\n{}",
+        later.dump()
+    );
+    later.mentions("remedy.restart", &["restart 2 of 3"]);
     before.assert_nothing_lost(&n.content());
 }
 
