@@ -100,7 +100,24 @@ fn a_guard_facing_a_stopped_containerd_is_bounded() {
     let message = panic_message(|| {
         Guard::with_config(&cfg).run_within(&["--json", "runtime"], Duration::from_secs(2));
     });
+    // A gRPC exchange of the harness with it is bounded the same way.
+    let socket = n.t.socket();
+    let grpc = panic_message(|| {
+        support::runtime::block_on_within("containerd Version", Duration::from_secs(1), async {
+            let conn =
+                containerd_guard::containerd::client::connect(&socket, Duration::from_secs(60))
+                    .await
+                    .ok()?;
+            containerd_guard::containerd::client::version(&conn)
+                .await
+                .ok()
+        });
+    });
     let _ = nix::sys::signal::kill(containerd, nix::sys::signal::Signal::SIGCONT);
+    assert!(
+        grpc.contains("`containerd Version` did not finish within its deadline of 1s"),
+        "{grpc:?}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(15),
         "the 2s deadline held the test for {:?}",

@@ -313,7 +313,7 @@ pub fn ctr_task(socket: &Path, id: &str) -> Option<CtrTask> {
 /// containerd `Tasks.Get` in k8s.io: (pid, status code) or the gRPC code (`NotFound` when
 /// containerd has no task for the container).
 pub fn task_get(socket: &Path, id: &str) -> Result<(u32, i32), tonic::Code> {
-    block_on(async {
+    block_on(&format!("containerd Tasks.Get {id}"), async {
         let conn = connect(socket, Duration::from_secs(3))
             .await
             .map_err(|_| tonic::Code::Unavailable)?;
@@ -334,7 +334,7 @@ pub fn task_get(socket: &Path, id: &str) -> Result<(u32, i32), tonic::Code> {
 
 /// containerd `Tasks.Delete{container_id}` in k8s.io (what clears a leaked task).
 pub fn task_delete(socket: &Path, id: &str) -> Result<(), tonic::Code> {
-    block_on(async {
+    block_on(&format!("containerd Tasks.Delete {id}"), async {
         let conn = connect(socket, Duration::from_secs(3))
             .await
             .map_err(|_| tonic::Code::Unavailable)?;

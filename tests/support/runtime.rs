@@ -467,7 +467,7 @@ impl Restartable {
                 "containerd exited:\n{}",
                 self.log_tail()
             );
-            block_on(async {
+            block_on("containerd Version", async {
                 let conn = containerd_guard::containerd::client::connect(
                     &self.socket,
                     Duration::from_secs(2),
@@ -529,12 +529,23 @@ impl Drop for Restartable {
 }
 
 /// Runs a future on a fresh current-thread runtime.
-pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// Runs one gRPC exchange (`what`, for the failure message) to completion, bounded by
+/// [`super::bounded::COMMAND_DEADLINE`] like every command: a gRPC deadline alone does not
+/// bound a peer that never answers (a SIGSTOPped containerd).
+#[track_caller]
+pub fn block_on<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    block_on_within(what, super::bounded::COMMAND_DEADLINE, f)
+}
+
+/// As [`block_on`] with another deadline (a CRI call has its own, longer bound).
+#[track_caller]
+pub fn block_on_within<F: std::future::Future>(what: &str, deadline: Duration, f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
-        .block_on(f)
+        .block_on(async { tokio::time::timeout(deadline, f).await })
+        .unwrap_or_else(|_| panic!("`{what}` did not finish within its deadline of {deadline:?}"))
 }
 
 /// The kubelet's view: RunPodSandbox of a host-network pod (empty hostname) with the
@@ -550,17 +561,23 @@ pub fn run_pod_sandbox(socket: &Path) -> Result<String, String> {
 pub fn start_pod_sandbox(socket: &Path) -> Result<String, String> {
     let name = super::unique("guard-test-", 8);
     let uid = super::random_uuid();
-    block_on(containerd_guard::containerd::pod::start_host_network_pod(
-        socket,
-        &name,
-        &uid,
-        "guard-test",
-    ))
+    block_on(
+        "CRI RunPodSandbox",
+        containerd_guard::containerd::pod::start_host_network_pod(
+            socket,
+            &name,
+            &uid,
+            "guard-test",
+        ),
+    )
 }
 
 /// StopPodSandbox and RemovePodSandbox.
 pub fn remove_pod_sandbox(socket: &Path, id: &str) -> Result<(), String> {
-    block_on(containerd_guard::containerd::pod::remove_pod(socket, id))
+    block_on(
+        "CRI StopPodSandbox/RemovePodSandbox",
+        containerd_guard::containerd::pod::remove_pod(socket, id),
+    )
 }
 
 /// Verifies an archive the way the guard does (for fixtures' sanity).

@@ -10,7 +10,7 @@
 //! and its cgroup directories removed in every hierarchy.
 
 use super::hygiene::{kill_shims_of, remove_cgroup_tree, unmount_under};
-use super::runtime::{block_on, tar, PauseImage};
+use super::runtime::{block_on_within, tar, PauseImage};
 use super::{poll_until, run, unique, which, Containerd, TempRoot};
 use containerd_guard::containerd::client::{connect, request};
 use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
@@ -254,19 +254,25 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// One CRI call over a fresh connection (containerd may have restarted since the last).
 macro_rules! cri {
     ($socket:expr, $timeout:expr, |$c:ident| $call:expr) => {
-        block_on(async {
-            let conn = connect($socket, CONNECT_TIMEOUT)
-                .await
-                .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
-            let mut $c = RuntimeServiceClient::new(conn.channel.clone());
-            let t: Duration = $timeout;
-            match tokio::time::timeout(t, $call).await {
-                Ok(r) => r.map(|r| r.into_inner()),
-                Err(_) => Err(tonic::Status::deadline_exceeded(format!(
-                    "no answer within {t:?}"
-                ))),
-            }
-        })
+        // The call's own bound answers first (an error the caller judges); the outer one
+        // only catches a connect or runtime that hangs past both.
+        block_on_within(
+            "CRI call",
+            $timeout + CONNECT_TIMEOUT + Duration::from_secs(5),
+            async {
+                let conn = connect($socket, CONNECT_TIMEOUT)
+                    .await
+                    .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+                let mut $c = RuntimeServiceClient::new(conn.channel.clone());
+                let t: Duration = $timeout;
+                match tokio::time::timeout(t, $call).await {
+                    Ok(r) => r.map(|r| r.into_inner()),
+                    Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+                        "no answer within {t:?}"
+                    ))),
+                }
+            },
+        )
     };
 }
 
