@@ -1,12 +1,13 @@
 //! Gathers everything phase 1 decides on into [`VolumeFacts`]: plain data, no judgement.
 
 use crate::config::{DeviceSpec, Settings};
+use crate::containerd::client::{connect_within, ConnectError};
 use crate::host::blockdev::{self, Lookup};
 use crate::host::mountinfo::{MountEntry, MountTable};
 use crate::host::proc::processes_for_root;
 use crate::host::Host;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsStats {
@@ -25,10 +26,20 @@ pub struct HiddenData {
     pub truncated: bool,
 }
 
+/// What a connect to containerd's socket showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// Nobody listens (no socket, or refused).
+    Absent,
+    Accepts,
+    /// A listener exists but its backlog stayed full: a hung containerd.
+    DoesNotAccept,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerdSeen {
-    /// A process listens on containerd's socket.
-    pub socket_answers: bool,
+    /// Whether a process listens on containerd's socket.
+    pub listener: Listener,
     pub socket: PathBuf,
     /// containerd processes using this root: (pid, command line).
     pub processes: Vec<(i32, String)>,
@@ -206,12 +217,25 @@ fn walk(dir: &Path) -> Result<HiddenData, String> {
     Ok(data)
 }
 
+/// How long phase 1 waits for a listener with a full backlog to accept. Its answer does not
+/// change the verdict (any listener means containerd started), so this is short.
+const SOCKET_CONNECT_BOUND: Duration = Duration::from_millis(500);
+
+/// A successful connect means a listener exists; nothing is sent. Bounded: a hung
+/// containerd's full backlog would block a plain connect for good.
+fn listener(socket: &Path) -> Listener {
+    match connect_within(socket, SOCKET_CONNECT_BOUND) {
+        Ok(_) => Listener::Accepts,
+        Err(ConnectError::Busy { .. }) => Listener::DoesNotAccept,
+        Err(ConnectError::Failed { .. }) => Listener::Absent,
+    }
+}
+
 /// Is containerd already running for this root? Phase 1 runs before containerd, so any
 /// answer but "no" means the boot order was lost.
 fn seen(host: &Host, root: &Path, socket: &Path) -> ContainerdSeen {
     ContainerdSeen {
-        // A successful connect means a listener exists; nothing is sent.
-        socket_answers: UnixStream::connect(host.path(socket)).is_ok(),
+        listener: listener(&host.path(socket)),
         socket: socket.to_path_buf(),
         processes: processes_for_root(host, root),
     }

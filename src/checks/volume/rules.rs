@@ -1,7 +1,7 @@
 //! Phase 1 rules: is the filesystem at containerd's root the intended ephemeral volume?
 //! Pure: settings + facts in, findings out. Ids are part of the public contract.
 
-use crate::checks::volume::facts::VolumeFacts;
+use crate::checks::volume::facts::{Listener, VolumeFacts};
 use crate::config::units::human_size;
 use crate::config::VolumeSettings;
 use crate::host::blockdev::Lookup;
@@ -284,7 +284,7 @@ fn device_finding(facts: &VolumeFacts, path: &str) -> Finding {
 
 fn containerd_finding(facts: &VolumeFacts, phase: Phase) -> Finding {
     let c = &facts.containerd;
-    let running = c.socket_answers || !c.processes.is_empty();
+    let running = c.listener != Listener::Absent || !c.processes.is_empty();
     match phase {
         Phase::Verify => Finding::skip(
             Id::VolumeContainerdNotStarted,
@@ -299,8 +299,16 @@ fn containerd_finding(facts: &VolumeFacts, phase: Phase) -> Finding {
                 Id::VolumeContainerdNotStarted,
                 "containerd is already running: it started before the volume was verified",
             );
-            if c.socket_answers {
-                f = f.evidence(format!("{} accepts connections", c.socket.display()));
+            let socket = c.socket.display();
+            match c.listener {
+                Listener::Absent => {}
+                Listener::Accepts => f = f.evidence(format!("{socket} accepts connections")),
+                Listener::DoesNotAccept => {
+                    f = f.evidence(format!(
+                        "{socket} has a listener that does not accept connections (its \
+                         backlog is full: a hung containerd)"
+                    ))
+                }
             }
             for (pid, cmd) in &c.processes {
                 f = f.evidence(format!("pid {pid}: {cmd}"));

@@ -48,7 +48,7 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
             truncated: false,
         })),
         containerd: ContainerdSeen {
-            socket_answers: false,
+            listener: Listener::Absent,
             socket: "/run/containerd/containerd.sock".into(),
             processes: vec![],
         },
@@ -175,7 +175,7 @@ fn each_single_fault_fails_exactly_its_check() {
         ),
         (
             "containerd already serving",
-            |_, f| f.containerd.socket_answers = true,
+            |_, f| f.containerd.listener = Listener::Accepts,
             &["volume.containerd-not-started"],
         ),
         (
@@ -306,7 +306,7 @@ fn read_only_and_tripped_filesystems_are_not_writable() {
 #[test]
 fn verify_tolerates_a_running_containerd() {
     let (s, mut f) = tkgs();
-    f.containerd.socket_answers = true;
+    f.containerd.listener = Listener::Accepts;
     let out = evaluate(&s, &f, Phase::Verify);
     assert_eq!(
         status_of(&out, "volume.containerd-not-started"),
