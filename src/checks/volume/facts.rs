@@ -2,7 +2,7 @@
 
 use crate::config::{DeviceSpec, Settings};
 use crate::containerd::client::{connect_within, ConnectError};
-use crate::host::blockdev::{self, Lookup};
+use crate::host::blockdev::{self, BtrfsDevices, Lookup};
 use crate::host::mountinfo::{MountEntry, MountTable};
 use crate::host::proc::processes_for_root;
 use crate::host::Host;
@@ -52,6 +52,8 @@ pub struct VolumeFacts {
     pub mounts: Result<MountTable, String>,
     /// The configured device and what it resolved to; `None` when not configured.
     pub device: Option<(DeviceSpec, Lookup)>,
+    /// For a btrfs mount (whose mountinfo device is anonymous): the disks behind it.
+    pub btrfs: Option<Result<BtrfsDevices, String>>,
     pub stats: Option<Result<FsStats, String>>,
     /// Result of creating an unnamed temporary file on the volume (leaves no trace).
     pub write_probe: Option<Result<(), String>>,
@@ -78,7 +80,11 @@ pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> V
         .device
         .as_ref()
         .map(|spec| (spec.clone(), blockdev::resolve(host, spec)));
-    let mounted = mounts.as_ref().ok().and_then(|t| t.at(path)).is_some();
+    let mount = mounts.as_ref().ok().and_then(|t| t.at(path));
+    let mounted = mount.is_some();
+    let btrfs = mount
+        .filter(|m| m.fstype == "btrfs")
+        .map(|m| blockdev::btrfs_devices(host, &m.source));
     let on_disk = host.os_file(root);
     let (stats, write_probe, hidden) = if mounted {
         (
@@ -92,6 +98,7 @@ pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> V
     VolumeFacts {
         path: path.to_path_buf(),
         device,
+        btrfs,
         stats,
         write_probe,
         hidden,
