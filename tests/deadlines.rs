@@ -384,7 +384,11 @@ fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_
         let out = Guard::with_config(&cfg)
             .spawn(&["--json", "hygiene"])
             .finish(BOUND);
-        eprintln!("{run} guard hygiene ended in {:?}", out.elapsed);
+        eprintln!(
+            "{run} guard hygiene ended in {:?}: {}",
+            out.elapsed,
+            out.finding_text("runtime.orphans")
+        );
         out.expect(1, "runtime.orphans", "fail").mentions(
             "runtime.orphans",
             &[
@@ -413,6 +417,16 @@ fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_
         flock_is_free(&lock),
         "runtime: the repair lock is still held"
     );
+    // NPD's deadline fires while the pass waits: the runtime's thread is never blocked.
+    let npd = Guard::with_config(&cfg)
+        .spawn(&["verify", "--npd", "--timeout", "3s"])
+        .finish(BOUND);
+    eprintln!(
+        "guard verify --npd --timeout 3s ended in {:?}: {}",
+        npd.elapsed,
+        npd.stdout.trim()
+    );
+    assert!(npd.elapsed < Duration::from_secs(5), "{}", npd.dump());
     fuse.abort();
     drop(holder);
 }
