@@ -106,6 +106,39 @@ fn a_containerd_socket_with_a_full_backlog_ends_volume_and_verify_within_their_b
     );
 }
 
+/// Runs `f` on a thread and waits at most `bound` for it: a call that blocks for good
+/// fails the test instead of hanging it (the thread is left behind).
+fn within<T: Send + 'static>(bound: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    rx.recv_timeout(bound)
+        .unwrap_or_else(|_| panic!("did not return within {bound:?}"))
+}
+
+#[test]
+fn peer_pid_of_a_socket_with_a_full_backlog_fails_within_its_bound_naming_it() {
+    use containerd_guard::containerd::client::peer_pid;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("containerd.sock");
+    let hung = FullBacklog::at(&socket);
+    let s = socket.clone();
+    let started = std::time::Instant::now();
+    let answer = within(Duration::from_secs(10), move || peer_pid(&s));
+    eprintln!(
+        "peer_pid on a full backlog: {answer:?} after {:?}",
+        started.elapsed()
+    );
+    let error = answer.expect_err("no peer can be read through a full backlog");
+    assert!(error.contains(&socket.display().to_string()), "{error}");
+    assert!(error.contains("does not accept"), "{error}");
+    drop(hung);
+    // An accepting listener: the peer is this process (SO_PEERCRED of the listener).
+    let _listener = std::os::unix::net::UnixListener::bind(dir.path().join("ok.sock")).unwrap();
+    let ok = dir.path().join("ok.sock");
+    let pid = within(Duration::from_secs(10), move || peer_pid(&ok));
+    assert_eq!(pid, Ok(std::process::id() as i32));
+}
+
 // ---- an orphan candidate holding a file on a hung FUSE filesystem -----------------------
 
 /// `<linux/fuse.h>` opcodes this server answers (or must not answer).
