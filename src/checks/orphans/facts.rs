@@ -7,6 +7,7 @@ use crate::host::cgroup::{container_cgroup_of, ContainerCgroup};
 use crate::host::proc::{self, ProcInfo};
 use crate::host::Host;
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 /// A process in a container cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,9 @@ pub struct PodProcess {
     pub locks: Vec<String>,
     /// TCP addresses it listens on, for candidates only.
     pub listens: Vec<String>,
+    /// Why its open files could not be read (a filesystem that does not answer), for
+    /// candidates only: such a process is never killed.
+    pub unread: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,6 +84,7 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
             shim,
             locks: Vec::new(),
             listens: Vec::new(),
+            unread: None,
         });
     }
     OrphanLook {
@@ -122,16 +127,28 @@ fn shim_ancestor(
     None
 }
 
-/// Adds the locked files and listening ports of the processes at `which` (candidates).
-pub fn describe(host: &Host, look: &mut OrphanLook, which: &[i32]) {
+/// How long reading the candidates' open files may take: milliseconds on a healthy
+/// node; `stat` of a file on a dead NFS or FUSE server never returns.
+const OPEN_FILES_BOUND: Duration = Duration::from_secs(5);
+/// How often the wait looks at the helper thread's progress.
+const OPEN_FILES_PACE: Duration = Duration::from_millis(10);
+
+/// Adds the locked files and listening ports of the processes at `which` (candidates);
+/// a candidate whose open files could not be read within the bound gets `unread`.
+pub async fn describe(host: &Host, look: &mut OrphanLook, which: &[i32]) {
     let locks = proc::parse_locks(&std::fs::read_to_string(host.proc("locks")).unwrap_or_default());
+    let pass = open_files_within(host, which).await;
     for p in look
         .processes
         .iter_mut()
         .filter(|p| which.contains(&p.info.pid))
     {
-        let (files, sockets) = proc::open_files(host, p.info.pid);
-        p.locks = files
+        let Some(open) = pass.read.get(&p.info.pid) else {
+            p.unread = Some(unread_reason(p.info.pid, pass.stuck.as_ref()));
+            continue;
+        };
+        p.locks = open
+            .files
             .iter()
             .filter(|(_, dev, ino)| {
                 let d = crate::host::mountinfo::DevNum::from_raw(*dev);
@@ -141,7 +158,36 @@ pub fn describe(host: &Host, look: &mut OrphanLook, which: &[i32]) {
             })
             .map(|(path, _, _)| path.clone())
             .collect();
-        p.listens = listeners(host, p.info.pid, &sockets);
+        p.listens = listeners(host, p.info.pid, &open.sockets);
+    }
+}
+
+/// The pass runs on its own thread and is waited for here without blocking the runtime's
+/// one thread, so its other deadlines (`--npd --timeout`, the hold) still fire.
+async fn open_files_within(host: &Host, pids: &[i32]) -> proc::OpenFilesPass {
+    let progress = proc::open_files_in_background(host, pids);
+    let mut pass = proc::OpenFilesPass::default();
+    let deadline = Instant::now() + OPEN_FILES_BOUND;
+    while !pass.take(&progress) && Instant::now() < deadline {
+        tokio::time::sleep(OPEN_FILES_PACE).await;
+    }
+    pass
+}
+
+fn unread_reason(pid: i32, stuck: Option<&proc::StuckAt>) -> String {
+    let bound = crate::config::units::format_duration(OPEN_FILES_BOUND);
+    match stuck {
+        Some(s) if s.pid == pid => format!(
+            "stat of its fd {} -> {} did not return within {bound}: that filesystem does \
+             not answer (a dead NFS or FUSE server?)",
+            s.fd, s.target
+        ),
+        Some(s) => format!(
+            "its open files were not read: the pass stopped at pid {} fd {} -> {}, whose \
+             filesystem did not answer within {bound}",
+            s.pid, s.fd, s.target
+        ),
+        None => format!("its open files were not read within {bound}"),
     }
 }
 

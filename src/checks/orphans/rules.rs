@@ -67,12 +67,27 @@ pub fn evaluate(f: Option<&OrphanFacts>, blocking: bool) -> (Finding, Vec<String
         "[orphans] reap = false: kill the container cgroup by hand (freeze, SIGKILL its \
          cgroup.procs, thaw; v2: echo 1 > cgroup.kill), then remove it"
     };
+    // A cgroup with a process whose open files could not be read is not killed: the
+    // guard cannot say what it holds, and the safe answer is to leave it.
+    let readable = |procs: &Vec<&PodProcess>| procs.iter().all(|p| p.unread.is_none());
+    let mut fix = fix.to_string();
+    if !by_cgroup.values().all(readable) {
+        fix.push_str(
+            ". A process whose open files could not be read is never killed: find the \
+             filesystem that does not answer (`grep -E 'nfs|fuse' /proc/mounts`), bring its \
+             server back or abort it, then run `guard hygiene` again",
+        );
+    }
     let mut finding = Finding::with_status(ID, status, summary).remedy(fix);
     for p in &orphans {
         finding = finding.evidence(describe(f, p));
     }
     let reap = match f.reap {
-        true => by_cgroup.keys().map(|k| k.to_string()).collect(),
+        true => by_cgroup
+            .iter()
+            .filter(|(_, procs)| readable(procs))
+            .map(|(k, _)| k.to_string())
+            .collect(),
         false => Vec::new(),
     };
     (finding, reap)
@@ -92,6 +107,9 @@ fn describe(f: &OrphanFacts, p: &PodProcess) -> String {
     }
     if !p.listens.is_empty() {
         text.push_str(&format!("; listens on {}", p.listens.join(", ")));
+    }
+    if let Some(why) = &p.unread {
+        text.push_str(&format!("; not killed: {why}"));
     }
     text
 }
@@ -123,6 +141,7 @@ mod tests {
             age_secs: 42,
             locks: vec!["/data/lock".into()],
             listens: Vec::new(),
+            unread: None,
         }
     }
 
@@ -210,5 +229,25 @@ mod tests {
         let (finding, reap) = evaluate(Some(&report_only), false);
         assert_eq!(finding.status, Status::Warn);
         assert!(reap.is_empty(), "[orphans] reap = false only reports");
+    }
+
+    #[test]
+    fn an_orphan_whose_open_files_could_not_be_read_is_reported_and_not_reaped() {
+        let mut hung = proc_in("a", 10, None);
+        hung.unread = Some("stat of its fd 3 -> /mnt/nfs/x did not return within 5s".into());
+        let first = look(vec![hung, proc_in("b", 11, None)], &[]);
+        let f = OrphanFacts {
+            first: first.clone(),
+            second: Some(first),
+            reap: true,
+        };
+        let (finding, reap) = evaluate(Some(&f), true);
+        assert_eq!(finding.status, Status::Fail);
+        assert_eq!(reap, vec!["/kubepods/besteffort/podu1/b".to_string()]);
+        assert!(
+            finding.evidence[0].contains("not killed: stat of its fd 3 -> /mnt/nfs/x"),
+            "{finding:?}"
+        );
+        assert!(finding.remedy.contains("never killed"), "{finding:?}");
     }
 }

@@ -324,6 +324,7 @@ fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
             age_secs: 9,
             locks: vec!["/data/lock".into()],
             listens: Vec::new(),
+            unread: None,
         });
     }
     OrphanFacts {

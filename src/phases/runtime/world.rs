@@ -377,7 +377,7 @@ impl Node<'_> {
             }
             let confirmed = orphan_rules::confirmed(&orphans);
             let pids: Vec<i32> = confirmed.iter().map(|p| p.info.pid).collect();
-            orphans::describe(self.host, &mut orphans.first, &pids);
+            orphans::describe(self.host, &mut orphans.first, &pids).await;
         }
         (Some(leaks), Some(orphans))
     }
