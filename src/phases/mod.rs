@@ -86,7 +86,6 @@ pub fn publish_metrics(
         _ => None,
     };
     let text = crate::metrics::render(&kept, runtime.as_ref(), env!("CARGO_PKG_VERSION"));
-    crate::state::write_atomic(&path, text.as_bytes())
-        .map_err(|e| warn(format!("{}: {e}", path.display())))?;
+    crate::metrics::write_textfile(&path, text.as_bytes()).map_err(warn)?;
     saved.map_err(warn)
 }
