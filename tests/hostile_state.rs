@@ -45,7 +45,8 @@ fn snapshot(p: &Path) -> Snapshot {
 fn volume_node_config(t: &TempRoot, label: &str) -> PathBuf {
     t.write_guard_config_raw(&format!(
         "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n\
-         [volume]\ndevice = \"LABEL={label}\"\nwait = \"2s\"\n\n[sandbox]\npull = false\n",
+         [volume]\ndevice = \"LABEL={label}\"\nwait = \"2s\"\n\n[sandbox]\npull = false\n\n\
+         [hold]\ntimeout = \"60s\"\n",
         shown(&t.guard_state_dir()),
         shown(&t.containerd_config()),
         shown(&t.path().join("restart-containerd")),

@@ -71,7 +71,7 @@ pub fn publish_metrics(
     let warn = |e: String| {
         Finding::warn(Id::MetricsTextfile, "the metrics textfile was not written")
             .evidence(e)
-            .remedy("make the directory writable for root, or set [metrics] textfile = \"\" to turn metrics off")
+            .remedy("fix what `seen:` names (a read-only or full directory, one others may write, or state_dir), or set [metrics] textfile = \"\" to turn metrics off")
     };
     let state = crate::state::StateDir::open(&ctx.host, &settings.state_dir).map_err(warn)?;
     let mut kept = state.read_metrics();
