@@ -414,6 +414,31 @@ fn state_dir_another_user_owns_is_refused_naming_it_and_its_links_are_never_foll
     }
 }
 
+#[test]
+fn repair_lock_that_is_a_symlink_in_root_s_state_dir_is_refused_naming_it() {
+    if !require_root(&[]) {
+        return;
+    }
+    let (tree, victim) = traversable_tree();
+    let state = tree.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let lock = state.join("repair.lock");
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    let textfile = tree.path().join("containerd-guard.prom");
+    let cfg = missing_volume_config(tree.path(), &state, &textfile);
+    let victim_before = snapshot(&victim);
+    let out = Guard::with_config(&cfg).run(&["reset"]);
+    assert_eq!(snapshot(&victim), victim_before, "{}", out.dump());
+    assert_eq!(out.code, 1, "{}", out.dump());
+    for needle in [shown(&lock).as_str(), "repair.lock is a symbolic link"] {
+        assert!(
+            out.stderr.contains(needle),
+            "no {needle:?}:\n{}",
+            out.dump()
+        );
+    }
+}
+
 // ---- config bounds and the ownership of config.d -----------------------------------------
 
 /// A config that is valid but for `section` (a TOML table body appended).
