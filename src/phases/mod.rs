@@ -71,7 +71,7 @@ pub fn publish_metrics(
     let warn = |e: String| {
         Finding::warn(Id::MetricsTextfile, "the metrics textfile was not written")
             .evidence(e)
-            .remedy("make the directory writable for root, or set [metrics] textfile = \"\" to turn metrics off")
+            .remedy("fix what `seen:` names (a read-only or full directory, one others may write, or state_dir), or set [metrics] textfile = \"\" to turn metrics off")
     };
     let state = crate::state::StateDir::open(&ctx.host, &settings.state_dir).map_err(warn)?;
     let mut kept = state.read_metrics();
@@ -86,7 +86,6 @@ pub fn publish_metrics(
         _ => None,
     };
     let text = crate::metrics::render(&kept, runtime.as_ref(), env!("CARGO_PKG_VERSION"));
-    crate::state::write_atomic(&path, text.as_bytes())
-        .map_err(|e| warn(format!("{}: {e}", path.display())))?;
+    crate::metrics::write_textfile(&path, text.as_bytes()).map_err(warn)?;
     saved.map_err(warn)
 }
