@@ -78,7 +78,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig) -> Report {
     let proved = state.as_ref().is_ok_and(StateDir::volume_proved);
     let look = || gather(&ctx.host, settings, &cd.root, &socket);
     let mut facts = wait_for_volume(ctx, &look);
-    let running = facts.containerd.socket_answers || !facts.containerd.processes.is_empty();
+    let running = facts.containerd.running();
     if who_runs(proved, running) == Run::HandRunOnALiveNode {
         let judged = Report::new(evaluate(&settings.volume, &facts, Phase::BeforeContainerd));
         let marker = settings.state_dir.join(crate::state::VOLUME_MARKER);

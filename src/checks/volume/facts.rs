@@ -45,6 +45,13 @@ pub struct ContainerdSeen {
     pub processes: Vec<(i32, String)>,
 }
 
+impl ContainerdSeen {
+    /// Any sign of a started containerd: a listener (accepting or not) or a process.
+    pub fn running(&self) -> bool {
+        self.listener != Listener::Absent || !self.processes.is_empty()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeFacts {
     /// containerd's root, the path the ephemeral volume must be mounted at.
