@@ -245,7 +245,7 @@ fn h04_live_tasks_other_namespaces_and_reused_pids_are_left_alone() {
     let cfg = guard_config(&n, "");
     let bystander = Bystander::start(&n);
     // A STOPPED task in a namespace that is not CRI's: not kubelet's to clean up.
-    let other = OtherNamespaceTask::start(&n);
+    let other = CtrMadeTask::start(&n, "guard-other");
     // A leaked task whose dead PID now names another, live process.
     let leaky = n.pod("leaky");
     let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
@@ -293,19 +293,60 @@ fn h05_guard_runtime_deletes_a_leaked_task_without_holding_kubelet() {
         .expect("RemovePodSandbox after guard runtime");
 }
 
-/// A task in namespace `guard-other` (not CRI's) whose process is gone: `ctr run` of the
-/// locker with a path it cannot open, so it exits at once and its task stays STOPPED.
+#[test]
+fn h06_a_stopped_task_cri_never_knew_is_reported_and_left_alone() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    // Made by `ctr` in CRI's own namespace (as nerdctl does): STOPPED, unknown to CRI.
+    let stray = CtrMadeTask::start(&n, "k8s.io");
+    let leaky = n.pod("leaky");
+    let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
+    make_leaked_task(&leaky, &cid);
+
+    let out = guard(&cfg, &["hygiene"]);
+    out.expect(0, "remedy.delete-task", "pass")
+        .mentions("remedy.delete-task", &[&cid]);
+    assert_eq!(
+        ctr_task(&leaky.socket, &cid),
+        None,
+        "the leaked task is gone"
+    );
+    assert_eq!(
+        stray.status().as_deref(),
+        Some("STOPPED"),
+        "the task CRI never knew was deleted: {}",
+        out.dump()
+    );
+    assert!(
+        !out.finding_text("remedy.delete-task").contains(&stray.id),
+        "{}",
+        out.dump()
+    );
+    out.expect(0, "runtime.leaked-tasks", "warn").mentions(
+        "runtime.leaked-tasks",
+        &[&stray.id, "unknown to CRI", "left alone"],
+    );
+}
+
+/// A task made by `ctr` (not CRI) in namespace `ns` whose process is gone: `ctr run` of
+/// the locker with a path it cannot open, so it exits at once and its task stays STOPPED.
 /// Removed again on drop.
-struct OtherNamespaceTask {
+struct CtrMadeTask {
     socket: PathBuf,
+    ns: &'static str,
     id: String,
 }
 
-impl OtherNamespaceTask {
-    fn start(n: &HygieneNode) -> OtherNamespaceTask {
-        let t = OtherNamespaceTask {
+impl CtrMadeTask {
+    fn start(n: &HygieneNode, ns: &'static str) -> CtrMadeTask {
+        let t = CtrMadeTask {
             socket: n.socket(),
-            id: unique("other", 8),
+            ns,
+            id: unique("ctr", 8),
         };
         let archive = n
             .locker
@@ -321,34 +362,29 @@ impl OtherNamespaceTask {
             "/locker",
             "/no/such/dir/lock",
         ]);
-        poll_until("the other namespace's task to stop", WAIT, || {
+        poll_until("the ctr-made task to stop", WAIT, || {
             (t.status().as_deref() == Some("STOPPED")).then_some(())
         });
         t
     }
 
     fn ctr(&self, args: &[&str]) -> String {
-        let mut all = vec![
-            "--address",
-            self.socket.to_str().unwrap(),
-            "-n",
-            "guard-other",
-        ];
+        let mut all = vec!["--address", self.socket.to_str().unwrap(), "-n", self.ns];
         all.extend_from_slice(args);
         run(ctr().to_str().unwrap(), &all)
     }
 
     fn status(&self) -> Option<String> {
-        ctr_task_in(&self.socket, "guard-other", &self.id)
+        ctr_task_in(&self.socket, self.ns, &self.id)
     }
 }
 
-impl Drop for OtherNamespaceTask {
+impl Drop for CtrMadeTask {
     fn drop(&mut self) {
         let sock = self.socket.to_str().unwrap_or_default();
         let ctr = ctr();
         for args in [["tasks", "delete"], ["containers", "delete"]] {
-            let mut all = vec!["--address", sock, "-n", "guard-other"];
+            let mut all = vec!["--address", sock, "-n", self.ns];
             all.extend_from_slice(&args);
             all.push(&self.id);
             let _ = run_quiet(ctr.to_str().unwrap_or("ctr"), &all);

@@ -337,7 +337,8 @@ impl<'a, W: World> Machine<'a, W> {
                 "delete {} leaked task(s) (Tasks.Delete)",
                 plan.delete_tasks.len()
             );
-            self.set(would(Id::RemedyDeleteTask, what, &plan.delete_tasks));
+            let ids: Vec<String> = plan.delete_tasks.iter().map(|l| l.id.clone()).collect();
+            self.set(would(Id::RemedyDeleteTask, what, &ids));
         }
         if !plan.reap.is_empty() {
             let what = format!(
@@ -371,9 +372,9 @@ impl<'a, W: World> Machine<'a, W> {
     async fn hygiene(&mut self, plan: &Plan) -> Step {
         self.hygiene_done = true;
         let mut outcomes = Vec::new();
-        for id in &plan.delete_tasks {
-            let outcome = self.w.delete_task(id).await;
-            outcomes.push(self.note(Id::RemedyDeleteTask, "delete-task", id, outcome));
+        for leak in &plan.delete_tasks {
+            let outcome = self.w.delete_task(leak).await;
+            outcomes.push(self.note(Id::RemedyDeleteTask, "delete-task", &leak.id, outcome));
         }
         for cgroup in &plan.reap {
             let outcome = self.w.reap(cgroup).await;

@@ -5,7 +5,7 @@
 use super::decide::{Observation, Scope};
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
-use crate::checks::leaked_tasks::rules as leaked_rules;
+use crate::checks::leaked_tasks::rules::{self as leaked_rules, Leak};
 use crate::checks::orphans::facts::{self as orphans, OrphanFacts};
 use crate::checks::orphans::rules as orphan_rules;
 use crate::checks::runtime::facts::{self as runtime, RuntimeFacts};
@@ -51,8 +51,9 @@ pub trait World {
     /// One look at the node; waits up to `wait` for containerd to answer. A hygiene family
     /// that finds a candidate looks a second time, about 2 s later, within the call.
     async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation;
-    /// `Tasks.Delete` of a leaked task (never a signal).
-    async fn delete_task(&mut self, id: &str) -> Result<String, String>;
+    /// `Tasks.Delete` of a leaked task (never a signal), after judging it again on a fresh
+    /// look: same pid, same status, still a leak.
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String>;
     /// Kills and removes an orphaned container cgroup, after checking again that its
     /// container has no live task and every pid in it is still in it.
     async fn reap(&mut self, cgroup: &str) -> Result<String, String>;
@@ -258,9 +259,11 @@ impl World for Node<'_> {
         }
     }
 
-    async fn delete_task(&mut self, id: &str) -> Result<String, String> {
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
         let conn = self.conn()?;
-        let started = Instant::now();
+        let now = workloads::gather(self.host, conn).await?;
+        leaked_rules::still_leaked(leak, &now)?;
+        let (id, started) = (&leak.id, Instant::now());
         tasks::delete(conn, K8S_NS, id)
             .await
             .map_err(String::from)?;
