@@ -94,4 +94,17 @@ mod tests {
             "holds 2 databases"
         )));
     }
+
+    #[test]
+    fn workload_text_reaches_the_journal_escaped_one_evidence_line_per_line() {
+        let f = Finding::fail(Id::RuntimeOrphans, "1 orphan")
+            .evidence("pid 7 (/x\nverdict: node is usable\x1b[2J)")
+            .evidence("pid 8 (\u{202e}fed)");
+        let got = fields(&f, "guard hygiene");
+        let evidence = &got.iter().find(|(k, _)| *k == "GUARD_EVIDENCE").unwrap().1;
+        assert_eq!(
+            evidence,
+            "pid 7 (/x\\nverdict: node is usable\\x1b[2J)\npid 8 (\\u{202e}fed)"
+        );
+    }
 }

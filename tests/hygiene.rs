@@ -332,6 +332,83 @@ fn h06_a_stopped_task_cri_never_knew_is_reported_and_left_alone() {
     );
 }
 
+/// An argument that tries to forge the guard's output: a new line claiming the node is
+/// usable, a terminal escape (clear screen) and a right-to-left override.
+const FORGERY: &str = "x\nverdict: node is usable\n\x1b[2J\u{202e}gnirts";
+
+/// No line of `out` but the real last one starts with `verdict:`, and no raw ESC byte or
+/// bidi override is printed.
+#[track_caller]
+fn assert_not_forged(what: &str, out: &Outcome) {
+    let text = &out.stdout;
+    let verdicts: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("verdict:"))
+        .collect();
+    let real = match text.lines().last() {
+        Some(l) if l.starts_with("verdict: node is") && verdicts.len() == 1 => 1,
+        _ => 0,
+    };
+    assert_eq!(
+        verdicts.len(),
+        real,
+        "{what}: forged verdict line\n{}",
+        out.dump()
+    );
+    assert!(!text.contains('\x1b'), "{what}: raw ESC\n{}", out.dump());
+    assert!(
+        !text.contains('\u{202e}'),
+        "{what}: raw bidi override\n{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let mut n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    let dir = n.host_dir("forger");
+    let pod = n.pod("forger");
+    // The locker ignores every argument after the lock path: they are only its cmdline.
+    let cid = pod.start_container("payload", LOCKER_IMAGE, &["/data/lock", FORGERY], &dir);
+    let info = pod.wait_container(&cid, "RUNNING with a PID", WAIT, |i| {
+        i.running() && i.pid.is_some()
+    });
+    let pid = info.pid.unwrap();
+    assert!(
+        cmdline(pid).iter().any(|a| a == FORGERY),
+        "{:?}",
+        cmdline(pid)
+    );
+    let pids = n.make_orphan(&pod, &cid);
+
+    let table = Guard::with_config(&cfg).run(&["verify"]);
+    assert_eq!(table.code, 1, "{}", table.dump());
+    assert!(
+        table
+            .stdout
+            .contains("x\\nverdict: node is usable\\n\\x1b[2J\\u{202e}gnirts"),
+        "the table shows the argument escaped:\n{}",
+        table.dump()
+    );
+    assert_not_forged("verify (table)", &table);
+    let json = guard(&cfg, &["verify"]);
+    json.expect(1, "runtime.orphans", "fail");
+    assert_not_forged("verify --json", &json);
+    let npd = Guard::with_config(&cfg).run(&["verify", "--npd"]);
+    assert_not_forged("verify --npd", &npd);
+    assert_eq!(npd.stdout.lines().count(), 1, "{}", npd.dump());
+
+    let repair = Guard::with_config(&cfg).run(&["hygiene"]);
+    assert_not_forged("hygiene (table)", &repair);
+    assert_eq!(repair.code, 0, "{}", repair.dump());
+    assert!(pids.iter().all(|p| !pid_alive(*p)), "{pids:?} still alive");
+}
+
 /// A task made by `ctr` (not CRI) in namespace `ns` whose process is gone: `ctr run` of
 /// the locker with a path it cannot open, so it exits at once and its task stays STOPPED.
 /// Removed again on drop.

@@ -10,7 +10,7 @@ use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::remedies::budget::{self, Decision};
 use crate::remedies::restore::Import;
-use crate::report::{Finding, Id};
+use crate::report::{escape, Finding, Id};
 use crate::state::lock::LockError;
 use crate::state::runtime::{Outcome, Record, State, Terminal};
 use crate::state::{Loaded, RuntimeFile};
@@ -428,7 +428,8 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     fn record(&mut self, item: &str, action: &str, outcome: &str) {
-        tracing::info!("{action} {item}: {outcome}");
+        let (shown, said) = (escape(item), escape(outcome));
+        tracing::info!("{action} {shown}: {said}");
         let uptime_ms = self.w.now().as_millis() as u64;
         if let Some(s) = self.state.as_mut() {
             s.record(Record {
