@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 use support::hygiene::*;
-use support::locks::pid_alive;
+use support::locks::{pid_alive, KillOnDrop};
 use support::workload::*;
 use support::*;
 
@@ -407,6 +407,151 @@ fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
     assert_not_forged("hygiene (table)", &repair);
     assert_eq!(repair.code, 0, "{}", repair.dump());
     assert!(pids.iter().all(|p| !pid_alive(*p)), "{pids:?} still alive");
+}
+
+/// A real `sleep` in a container cgroup laid out as kubelet's cgroupfs driver lays it out
+/// (`/kubepods/besteffort/pod<uid>/<64 hex>`, every hierarchy), with no task and no shim:
+/// what an orphan looks like to the rules. Killed and removed on drop.
+struct CgroupPayload {
+    container_id: String,
+    cgroup: String,
+    pid: i32,
+    child: std::process::Child,
+}
+
+impl CgroupPayload {
+    fn start() -> CgroupPayload {
+        let container_id = format!("{}{}", unique("", 32), unique("", 32));
+        let cgroup = format!("{}/{container_id}", pod_cgroup(&random_uuid()));
+        let child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        // cpuset needs its cpus and mems copied down each level; the others suffice.
+        for h in cgroup_hierarchies()
+            .into_iter()
+            .filter(|h| !h.ends_with("cpuset"))
+        {
+            let dir = h.join(cgroup.trim_start_matches('/'));
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        }
+        CgroupPayload {
+            container_id,
+            cgroup,
+            pid,
+            child,
+        }
+    }
+}
+
+impl Drop for CgroupPayload {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        remove_cgroup_tree(&self.cgroup);
+    }
+}
+
+#[test]
+fn h08_a_pid_whose_start_time_differs_from_the_judged_orphans_is_not_killed() {
+    use containerd_guard::checks::orphans::{facts, rules};
+    use containerd_guard::host::{cgroup::kill_cgroup, proc::read_proc, Host};
+    if !require_root(&["sleep"]) {
+        return;
+    }
+    let _serial = serial();
+    let host = Host::live();
+    let payload = CgroupPayload::start();
+    let pid = payload.pid;
+    let start = read_proc(&host, pid).expect("read the payload").start_ticks;
+    let judged_at = |ticks: u64| rules::Condemned {
+        cgroup: payload.cgroup.clone(),
+        processes: vec![(pid, ticks)],
+    };
+    let kill = |judged: &rules::Condemned| {
+        let recheck =
+            |pids: &[i32]| rules::still_condemned(judged, &facts::as_they_are(&host, pids));
+        kill_cgroup(&host, &payload.cgroup, &recheck, WAIT)
+    };
+
+    // The pid judged orphaned named a process that started one tick earlier: not this one.
+    let err = kill(&judged_at(start - 1)).expect_err("killed a process it never judged");
+    assert!(err.contains("another process, nothing killed"), "{err}");
+    assert!(pid_alive(payload.pid), "pid {pid} was killed");
+    assert!(cgroup_exists(&payload.cgroup));
+
+    let killed = kill(&judged_at(start)).expect("the judged process is killed");
+    assert_eq!(killed, vec![pid]);
+    poll_until("the payload to die", WAIT, || {
+        (!pid_alive(pid)).then_some(())
+    });
+    assert!(
+        !cgroup_exists(&payload.cgroup),
+        "{} was removed",
+        payload.cgroup
+    );
+}
+
+#[test]
+fn h09_a_vm_runtimes_container_is_named_and_left_alone_and_a_runc_one_beside_is_reaped() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    // containerd's own record of each container says which runtime runs it, as CRI
+    // records it for a pod of RuntimeClass kata; no Kata shim or VM is started.
+    let kata = CgroupPayload::start();
+    let runc = CgroupPayload::start();
+    for (p, runtime) in [
+        (&kata, "io.containerd.kata.v2"),
+        (&runc, "io.containerd.runc.v2"),
+    ] {
+        let args = [
+            "containers",
+            "create",
+            "--runtime",
+            runtime,
+            LOCKER_IMAGE,
+            &p.container_id,
+        ];
+        ctr_k8s_ok(&n.socket(), &args);
+    }
+
+    let out = guard(&cfg, &["hygiene"]);
+    out.expect(0, "remedy.reap-orphans", "pass")
+        .mentions("remedy.reap-orphans", &[&runc.cgroup]);
+    assert!(
+        !out.finding_text("remedy.reap-orphans")
+            .contains(&kata.cgroup),
+        "{}",
+        out.dump()
+    );
+    assert!(
+        pid_alive(kata.pid),
+        "the Kata container's process was killed: {}",
+        out.dump()
+    );
+    assert!(
+        !pid_alive(runc.pid),
+        "the runc orphan lives: {}",
+        out.dump()
+    );
+    out.mentions(
+        "runtime.orphans",
+        &[
+            &format!("pid {}", kata.pid),
+            "runtime io.containerd.kata.v2 is not runc-type",
+            "left alone",
+        ],
+    );
+    for p in [&kata, &runc] {
+        ctr_k8s(&n.socket(), &["containers", "delete", &p.container_id]);
+    }
 }
 
 /// A task made by `ctr` (not CRI) in namespace `ns` whose process is gone: `ctr run` of

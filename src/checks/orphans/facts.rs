@@ -41,6 +41,20 @@ pub struct OrphanFacts {
     pub second: Option<OrphanLook>,
     /// `[orphans] reap`.
     pub reap: bool,
+    /// The runtime of each confirmed candidate's container, by container id (asked only
+    /// for those).
+    pub runtimes: BTreeMap<String, Runtime>,
+}
+
+/// What containerd says about the runtime of a candidate's container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runtime {
+    /// The runtime it records (`io.containerd.runc.v2`, `io.containerd.kata.v2`).
+    Named(String),
+    /// containerd no longer has the container (kubelet removed it).
+    Gone,
+    /// containerd did not say (the error).
+    Unreadable(String),
 }
 
 /// The processes in kubelet container cgroups whose container has no live task, with
@@ -156,4 +170,31 @@ fn listeners(host: &Host, pid: i32, sockets: &[u64]) -> Vec<String> {
         }
     }
     out
+}
+
+/// A process in a condemned cgroup as it is right before the kill (read again from
+/// `/proc`): `None` fields when it could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcNow {
+    pub pid: i32,
+    pub start_ticks: Option<u64>,
+    /// Its container cgroup's path.
+    pub cgroup: Option<String>,
+}
+
+/// The processes about to be killed as `/proc` shows them now, for the re-check right
+/// before the signal.
+pub fn as_they_are(host: &Host, pids: &[i32]) -> Vec<ProcNow> {
+    pids.iter()
+        .map(|&pid| {
+            let info = proc::read_proc(host, pid);
+            ProcNow {
+                pid,
+                start_ticks: info.as_ref().map(|i| i.start_ticks),
+                cgroup: info
+                    .and_then(|i| container_cgroup_of(&i.cgroup))
+                    .map(|c| c.path),
+            }
+        })
+        .collect()
 }

@@ -5,6 +5,7 @@ use super::decide::{first_failure, judge, Observation, Plan, RestartReason, Scop
 use super::world::World;
 use super::{End, Gate, Mode};
 use crate::backoff::Backoff;
+use crate::checks::orphans::rules::Condemned;
 use crate::checks::runtime::rules::Knobs;
 use crate::config::units::format_duration;
 use crate::config::Settings;
@@ -345,26 +346,9 @@ impl<'a, W: World> Machine<'a, W> {
                 "kill {} orphaned container cgroup(s) and every pid in them",
                 plan.reap.len()
             );
-            let pids = self.pids_in(&plan.reap);
+            let pids: Vec<String> = plan.reap.iter().map(condemned_text).collect();
             self.set(would(Id::RemedyReapOrphans, what, &pids));
         }
-    }
-
-    /// `cgroup: pids ...` for the dry run, from the orphans finding's evidence.
-    fn pids_in(&self, cgroups: &[String]) -> Vec<String> {
-        let orphans = self.checks.iter().find(|f| f.id == Id::RuntimeOrphans);
-        let lines = orphans.map(|f| f.evidence.clone()).unwrap_or_default();
-        cgroups
-            .iter()
-            .map(|c| {
-                let procs: Vec<&str> = lines
-                    .iter()
-                    .filter(|l| l.contains(&format!("cgroup {c}")))
-                    .filter_map(|l| l.split(" (").next())
-                    .collect();
-                format!("cgroup {c}: {}", procs.join(", "))
-            })
-            .collect()
     }
 
     /// Deletes the leaked tasks and kills the orphaned cgroups the plan names, each on its
@@ -376,8 +360,9 @@ impl<'a, W: World> Machine<'a, W> {
             let outcome = self.w.delete_task(leak).await;
             outcomes.push(self.note(Id::RemedyDeleteTask, "delete-task", &leak.id, outcome));
         }
-        for cgroup in &plan.reap {
-            let outcome = self.w.reap(cgroup).await;
+        for condemned in &plan.reap {
+            let outcome = self.w.reap(condemned).await;
+            let cgroup = &condemned.cgroup;
             outcomes.push(self.note(Id::RemedyReapOrphans, "reap-orphans", cgroup, outcome));
         }
         for f in Self::group(outcomes) {
@@ -857,4 +842,14 @@ impl<'a, W: World> Machine<'a, W> {
             let _ = self.save();
         }
     }
+}
+
+/// `cgroup C: pid N, pid M` for the dry run.
+fn condemned_text(c: &Condemned) -> String {
+    let pids: Vec<String> = c
+        .processes
+        .iter()
+        .map(|(p, _)| format!("pid {p}"))
+        .collect();
+    format!("cgroup {}: {}", c.cgroup, pids.join(", "))
 }

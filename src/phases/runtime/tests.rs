@@ -8,6 +8,7 @@ use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::Leak;
 use crate::checks::orphans::facts::{OrphanFacts, OrphanLook, PodProcess};
+use crate::checks::orphans::rules::Condemned;
 use crate::checks::runtime::facts::{Answering, Condition, RuntimeFacts};
 use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
 use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
@@ -222,11 +223,11 @@ impl World for Fake {
         Ok(format!("deleted task {id}"))
     }
 
-    async fn reap(&mut self, cgroup: &str) -> Result<String, String> {
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String> {
         assert!(self.locked, "reaped without the repair lock");
         self.reaped += 1;
         self.orphan = false;
-        Ok(format!("killed cgroup {cgroup}"))
+        Ok(format!("killed cgroup {}", condemned.cgroup))
     }
 
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
@@ -345,6 +346,7 @@ fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
         first: look.clone(),
         second: orphan.then_some(look),
         reap,
+        runtimes: Default::default(),
     }
 }
 
