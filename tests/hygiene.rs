@@ -554,6 +554,69 @@ fn h09_a_vm_runtimes_container_is_named_and_left_alone_and_a_runc_one_beside_is_
     }
 }
 
+#[test]
+fn h10_beside_a_second_containerd_its_orphaned_and_leaked_pods_are_left_alone() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let mut ours = HygieneNode::start();
+    // k3s-style: its own root, state and socket; its shims are started with `-address` its
+    // socket. The guard is configured for `ours` only.
+    let mut theirs = HygieneNode::start();
+    let cfg = guard_config(&ours, "");
+    let their_pod = theirs.pod("k3s-orphan");
+    let (their_cid, _) = running_locker(&their_pod, "payload", &theirs.host_dir("k3s"));
+    let their_shims = shims_of(std::slice::from_ref(&their_pod.sandbox_id));
+    let address = format!("-address {}", theirs.socket().display());
+    let shim_argv: Vec<String> = their_shims
+        .iter()
+        .map(|(p, _)| cmdline(*p).join(" "))
+        .collect();
+    assert!(
+        !shim_argv.is_empty() && shim_argv.iter().all(|c| c.contains(&address)),
+        "{shim_argv:?}"
+    );
+    // To the naive rules both look like ours to clean up: an orphan (no task here, shim
+    // killed) and a leaked task.
+    let their_pids = theirs.make_orphan(&their_pod, &their_cid);
+    let their_cgroup = their_pod.container_cgroup(&their_cid);
+    let their_leaky = theirs.pod("k3s-leaky");
+    let (leaky_cid, _) = running_locker(&their_leaky, "payload", &theirs.host_dir("k3s-leaky"));
+    make_leaked_task(&their_leaky, &leaky_cid);
+    // One orphan of our own, so the guard does act.
+    let our_pod = ours.pod("orphan");
+    let (our_cid, _) = running_locker(&our_pod, "payload", &ours.host_dir("orphan"));
+    let our_pids = ours.make_orphan(&our_pod, &our_cid);
+
+    let out = guard(&cfg, &["hygiene"]);
+    out.expect(0, "remedy.reap-orphans", "pass").mentions(
+        "remedy.reap-orphans",
+        &["1 of 1", &our_pod.container_cgroup(&our_cid)],
+    );
+    assert!(our_pids.iter().all(|p| !pid_alive(*p)), "{our_pids:?} live");
+    assert!(
+        their_pids.iter().all(|p| pid_alive(*p)),
+        "the other runtime's payload {their_pids:?} was killed:\n{}",
+        out.dump()
+    );
+    assert!(cgroup_exists(&their_cgroup), "{their_cgroup} was removed");
+    assert_eq!(
+        ctr_task(&their_leaky.socket, &leaky_cid).map(|t| t.status),
+        Some("STOPPED".into()),
+        "the other runtime's leaked task was deleted"
+    );
+    out.mentions(
+        "runtime.orphans",
+        &[
+            &format!("pid {}", their_pids[0]),
+            "another runtime's container",
+            "left alone",
+        ],
+    );
+    assert!(remove_cgroup_tree(&their_cgroup));
+}
+
 /// A task made by `ctr` (not CRI) in namespace `ns` whose process is gone: `ctr run` of
 /// the locker with a path it cannot open, so it exits at once and its task stays STOPPED.
 /// Removed again on drop.

@@ -4,9 +4,11 @@
 
 use crate::checks::workloads::Workloads;
 use crate::host::cgroup::{container_cgroup_of, ContainerCgroup};
+use crate::host::mountinfo::MountTable;
 use crate::host::proc::{self, ProcInfo};
 use crate::host::Host;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// A process in a container cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +24,10 @@ pub struct PodProcess {
     pub locks: Vec<String>,
     /// TCP addresses it listens on, for candidates only.
     pub listens: Vec<String>,
+    /// The directories its root filesystem is made of (a bind mount's source directory,
+    /// overlay's upper, lower and work directories), read from its `mountinfo` when it has
+    /// no shim: which containerd's snapshots it runs on. Empty when unknown.
+    pub root_dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,6 +50,9 @@ pub struct OrphanFacts {
     /// The runtime of each confirmed candidate's container, by container id (asked only
     /// for those).
     pub runtimes: BTreeMap<String, Runtime>,
+    /// This containerd's root, resolved (`mountinfo` shows resolved paths): a payload whose
+    /// root filesystem is another containerd's snapshot is another runtime's.
+    pub containerd_root: PathBuf,
 }
 
 /// What containerd says about the runtime of a candidate's container.
@@ -87,6 +96,10 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
             continue;
         };
         let shim = shim_ancestor(host, &info, &mut cache);
+        let root_dirs = match shim {
+            Some(_) => Vec::new(),
+            None => root_dirs(host, pid),
+        };
         processes.push(PodProcess {
             age_secs: uptime_ticks.saturating_sub(info.start_ticks) / tps,
             info,
@@ -94,6 +107,7 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
             shim,
             locks: Vec::new(),
             listens: Vec::new(),
+            root_dirs,
         });
     }
     OrphanLook {
@@ -101,6 +115,37 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
         in_pod_cgroups,
         workloads,
     }
+}
+
+/// At most this much of a payload's `mountinfo` is read (its root is the first line).
+const MOUNTINFO_CAP: u64 = 256 << 10;
+
+/// The directories the root filesystem of `pid` is made of, from its `mountinfo` (read
+/// bounded; a payload controls how many mounts it has). Empty when unknown.
+fn root_dirs(host: &Host, pid: i32) -> Vec<PathBuf> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = std::fs::File::open(host.proc(format!("{pid}/mountinfo")))
+        .and_then(|f| f.take(MOUNTINFO_CAP).read_to_string(&mut text));
+    if read.is_err() {
+        return Vec::new();
+    }
+    let whole_lines = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    let Some(root) = MountTable::parse(whole_lines)
+        .ok()
+        .and_then(|t| t.root().cloned())
+    else {
+        return Vec::new();
+    };
+    let overlay = root
+        .super_options
+        .iter()
+        .filter_map(|o| o.split_once('='))
+        .filter(|(k, _)| matches!(*k, "lowerdir" | "upperdir" | "workdir"))
+        .flat_map(|(_, dirs)| dirs.split(':'))
+        .map(PathBuf::from);
+    let bind = Some(root.fs_root).filter(|d| d != Path::new("/"));
+    bind.into_iter().chain(overlay).collect()
 }
 
 fn uptime_ticks(host: &Host) -> u64 {

@@ -13,6 +13,7 @@
 use super::facts::{OrphanFacts, OrphanLook, PodProcess, ProcNow, Runtime};
 use crate::report::{Finding, Id, Status};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 const ID: Id = Id::RuntimeOrphans;
 
@@ -58,9 +59,18 @@ const RUNC_TYPE: [&str; 3] = [
     "io.containerd.runtime.v1.linux",
 ];
 
-/// Why a confirmed orphan is left alone, when it is: its container's runtime is known and
-/// not runc-type, or containerd could not say.
+/// Why a confirmed orphan is left alone, when it is: it runs on another containerd's
+/// snapshot, its container's runtime is known and not runc-type, or containerd could not
+/// say.
 fn left_alone_because(f: &OrphanFacts, p: &PodProcess) -> Option<String> {
+    if let Some(theirs) = another_containerds_snapshot(f, p) {
+        return Some(format!(
+            "its root filesystem is {}, not under this containerd's root {}: another \
+             runtime's container (a second containerd, e.g. k3s or rke2), left alone",
+            theirs.display(),
+            f.containerd_root.display()
+        ));
+    }
     match f.runtimes.get(&p.cgroup.container_id)? {
         Runtime::Gone => None,
         Runtime::Named(n) if RUNC_TYPE.contains(&n.as_str()) => None,
@@ -72,6 +82,19 @@ fn left_alone_because(f: &OrphanFacts, p: &PodProcess) -> Option<String> {
             "containerd could not say which runtime runs it ({e}): left alone"
         )),
     }
+}
+
+/// The containerd snapshot directory a payload's root is made of, when none of them is
+/// under this containerd's root. `None`: this containerd's, or unknown.
+fn another_containerds_snapshot<'a>(f: &OrphanFacts, p: &'a PodProcess) -> Option<&'a Path> {
+    let snapshots: Vec<&Path> = p
+        .root_dirs
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|d| d.to_string_lossy().contains("/io.containerd.snapshotter."))
+        .collect();
+    let ours = snapshots.iter().any(|d| d.starts_with(&f.containerd_root));
+    (!ours).then(|| snapshots.first().copied()).flatten()
 }
 
 /// The finding and the cgroups to kill (empty when `[orphans] reap = false`).
@@ -94,7 +117,7 @@ pub fn evaluate(f: Option<&OrphanFacts>, blocking: bool) -> (Finding, Vec<Condem
             return (Finding::pass(ID, summary), Vec::new());
         }
         let summary = format!(
-            "{} process(es) without task or shim in containers of a non-runc runtime: left alone",
+            "{} process(es) without task or shim left alone: not this containerd's runc containers",
             spared.len()
         );
         let finding = Finding::warn(ID, summary).remedy(SPARED_FIX);
@@ -140,9 +163,9 @@ pub fn evaluate(f: Option<&OrphanFacts>, blocking: bool) -> (Finding, Vec<Condem
     (finding, reap)
 }
 
-const SPARED_FIX: &str = "processes of a VM runtime (Kata) are that runtime's to manage: \
-     check the pod with the runtime's own tools; the guard kills only runc-type containers' \
-     cgroups";
+const SPARED_FIX: &str = "the processes left alone are another runtime's to manage (a second \
+     containerd, or a VM runtime such as Kata): check their pods with that runtime's own \
+     tools; the guard kills only cgroups of this containerd's runc-type containers";
 
 /// Every process about to be killed is one judged orphaned: same pid, same start time
 /// (a reused pid names another process), still in the condemned cgroup. Else nothing is
@@ -226,6 +249,7 @@ mod tests {
             age_secs: 42,
             locks: vec!["/data/lock".into()],
             listens: Vec::new(),
+            root_dirs: Vec::new(),
         }
     }
 
@@ -295,6 +319,7 @@ mod tests {
                 second,
                 reap: true,
                 runtimes: Default::default(),
+                containerd_root: "/var/lib/containerd".into(),
             };
             assert_eq!(confirmed(&f).len(), want);
         }
@@ -303,6 +328,7 @@ mod tests {
             second: Some(first.clone()),
             reap: true,
             runtimes: Default::default(),
+            containerd_root: "/var/lib/containerd".into(),
         };
         let (finding, reap) = evaluate(Some(&f), true);
         assert_eq!(finding.status, Status::Fail);
@@ -328,6 +354,7 @@ mod tests {
             second: Some(l),
             reap: true,
             runtimes,
+            containerd_root: "/var/lib/containerd".into(),
         }
     }
 
@@ -401,5 +428,50 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn a_payload_on_another_containerds_snapshot_is_left_alone() {
+        let on = |dirs: &[&str]| {
+            let mut p = proc_in("a", 10, None);
+            p.root_dirs = dirs.iter().map(PathBuf::from).collect();
+            twice(look(vec![p], &[]), None)
+        };
+        let k3s = "/var/lib/rancher/k3s/agent/containerd/io.containerd.snapshotter.v1.overlayfs";
+        let ours = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs";
+        let cases = [
+            ("unknown root: today's rules", on(&[]), 1),
+            (
+                "overlay on this containerd's snapshots",
+                on(&[&format!("{ours}/snapshots/3/fs")]),
+                1,
+            ),
+            (
+                "native snapshot of this containerd",
+                on(&["/var/lib/containerd/io.containerd.snapshotter.v1.native/snapshots/4"]),
+                1,
+            ),
+            ("not a containerd snapshot at all", on(&["/srv/rootfs"]), 1),
+            (
+                "k3s's overlay",
+                on(&[
+                    &format!("{k3s}/snapshots/7/fs"),
+                    &format!("{k3s}/snapshots/6/fs"),
+                ]),
+                0,
+            ),
+        ];
+        for (name, f, want) in cases {
+            let (finding, reap) = evaluate(Some(&f), true);
+            assert_eq!(reap.len(), want, "{name}: {finding:?}");
+        }
+        let (finding, _) = evaluate(Some(&on(&[&format!("{k3s}/snapshots/7/fs")])), true);
+        assert_eq!(finding.status, Status::Warn);
+        let e = &finding.evidence[0];
+        assert!(
+            e.contains(&format!("its root filesystem is {k3s}/snapshots/7/fs")),
+            "{e}"
+        );
+        assert!(e.contains("another runtime's container"), "{e}");
     }
 }

@@ -340,6 +340,7 @@ fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
             age_secs: 9,
             locks: vec!["/data/lock".into()],
             listens: Vec::new(),
+            root_dirs: Vec::new(),
         });
     }
     OrphanFacts {
@@ -347,6 +348,7 @@ fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
         second: orphan.then_some(look),
         reap,
         runtimes: Default::default(),
+        containerd_root: "/var/lib/containerd".into(),
     }
 }
 

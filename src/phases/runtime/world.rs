@@ -371,6 +371,7 @@ impl Node<'_> {
             second: None,
             reap: self.settings.orphans.reap,
             runtimes: Default::default(),
+            containerd_root: resolved(&self.host.path(&self.target.root)),
         };
         let mut leaks = LeakedTaskFacts {
             first,
@@ -410,6 +411,11 @@ async fn runtimes(conn: &Conn, ids: BTreeSet<String>) -> BTreeMap<String, Runtim
         out.insert(id, runtime);
     }
     out
+}
+
+/// `path` with its symlinks resolved, as `mountinfo` shows it; as given when it cannot be.
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// CLOCK_BOOTTIME: keeps counting through suspend and never jumps with the wall clock, so
