@@ -4,9 +4,9 @@
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::kill_mode::rules as kill_mode;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
-use crate::checks::leaked_tasks::rules as leaked_tasks;
+use crate::checks::leaked_tasks::rules::{self as leaked_tasks, Leak};
 use crate::checks::orphans::facts::OrphanFacts;
-use crate::checks::orphans::rules as orphans;
+use crate::checks::orphans::rules::{self as orphans, Condemned};
 use crate::checks::runtime::facts::RuntimeFacts;
 use crate::checks::runtime::rules::{self as runtime, Knobs};
 use crate::checks::sandbox_image::facts::ImageFacts;
@@ -56,10 +56,10 @@ pub struct Plan {
     pub restart: Option<RestartReason>,
     /// Restore the sandbox image (archive, then pull).
     pub restore_image: bool,
-    /// Leaked tasks to delete (container ids).
-    pub delete_tasks: Vec<String>,
-    /// Orphaned container cgroups to kill.
-    pub reap: Vec<String>,
+    /// Leaked tasks to delete, as judged (each is judged again right before its delete).
+    pub delete_tasks: Vec<Leak>,
+    /// Orphaned container cgroups to kill, with the processes judged orphaned in each.
+    pub reap: Vec<Condemned>,
     /// Why a containerd restart would orphan payloads (`runtime.kill-mode`), for the
     /// restart remedy to name.
     pub restart_risks: Vec<String>,

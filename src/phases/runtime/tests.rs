@@ -6,12 +6,15 @@ use super::decide::{Observation, Scope};
 use super::{run, End, Mode, World};
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
+use crate::checks::leaked_tasks::rules::Leak;
 use crate::checks::orphans::facts::{OrphanFacts, OrphanLook, PodProcess};
+use crate::checks::orphans::rules::Condemned;
 use crate::checks::runtime::facts::{Answering, Condition, RuntimeFacts};
 use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
 use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
 use crate::checks::workloads::Workloads;
 use crate::config::Settings;
+use crate::containerd::cri::{CriContainer, CriState, PodRef};
 use crate::containerd::tasks::LiveTask;
 use crate::containerd::tasks::{TaskInfo, TaskStatus};
 use crate::host::cgroup::ContainerCgroup;
@@ -207,7 +210,8 @@ impl World for Fake {
         o
     }
 
-    async fn delete_task(&mut self, id: &str) -> Result<String, String> {
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
+        let id = &leak.id;
         assert!(self.locked, "deleted a task without the repair lock");
         if self.delete_fails {
             return Err(format!(
@@ -219,11 +223,11 @@ impl World for Fake {
         Ok(format!("deleted task {id}"))
     }
 
-    async fn reap(&mut self, cgroup: &str) -> Result<String, String> {
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String> {
         assert!(self.locked, "reaped without the repair lock");
         self.reaped += 1;
         self.orphan = false;
-        Ok(format!("killed cgroup {cgroup}"))
+        Ok(format!("killed cgroup {}", condemned.cgroup))
     }
 
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
@@ -296,6 +300,18 @@ fn leak_facts(leak: bool) -> LeakedTaskFacts {
             status: TaskStatus::Stopped,
             exited_unix: None,
         });
+        // Only a container CRI knows as exited is kubelet's leak to clean up.
+        w.containers.push(CriContainer {
+            id: LEAKED.into(),
+            name: "kcm".into(),
+            sandbox_id: "s1".into(),
+            state: CriState::Exited,
+            pod: PodRef {
+                name: "kcm-node1".into(),
+                namespace: "kube-system".into(),
+                uid: "u1".into(),
+            },
+        });
     }
     LeakedTaskFacts {
         first: w.clone(),
@@ -325,12 +341,15 @@ fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
             locks: vec!["/data/lock".into()],
             listens: Vec::new(),
             unread: None,
+            root_dirs: Vec::new(),
         });
     }
     OrphanFacts {
         first: look.clone(),
         second: orphan.then_some(look),
         reap,
+        runtimes: Default::default(),
+        containerd_root: "/var/lib/containerd".into(),
     }
 }
 
