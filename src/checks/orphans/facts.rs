@@ -124,7 +124,7 @@ fn shim_ancestor(
 
 /// Adds the locked files and listening ports of the processes at `which` (candidates).
 pub fn describe(host: &Host, look: &mut OrphanLook, which: &[i32]) {
-    let locks = proc::parse_locks(&std::fs::read_to_string(host.proc("locks")).unwrap_or_default());
+    let locks = proc::read_locks(host);
     for p in look
         .processes
         .iter_mut()

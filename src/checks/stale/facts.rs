@@ -5,6 +5,7 @@
 
 use crate::containerd::client::peer_pid;
 use crate::host::mountinfo::MountTable;
+use crate::host::proc::{read_bounded, Links};
 use crate::host::Host;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -77,7 +78,7 @@ pub fn gather(host: &Host, socket: &Path, root: &Path) -> StaleFacts {
     };
     let Ok(pid) = pid else { return f };
     let proc = host.proc(pid.to_string());
-    f.comm = std::fs::read_to_string(proc.join("comm"))
+    f.comm = crate::host::proc::read_proc_file(host, pid, "comm", crate::host::proc::COMM_CAP)
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     // The kernel shows fd paths resolved: a root reached through a symlink is compared by
@@ -119,6 +120,9 @@ fn file_id(p: &Path) -> Result<FileId, String> {
         })
 }
 
+/// `/proc/PID/fdinfo/N`: a few lines (an inotify or epoll fd lists more).
+const FDINFO_CAP: u64 = 64 << 10;
+
 fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
     let fd_dir = proc.join("fd");
     let entries = std::fs::read_dir(&fd_dir).map_err(|e| format!("{}: {e}", fd_dir.display()))?;
@@ -147,8 +151,10 @@ fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
         for c in expected.components().skip(1) {
             in_ns.push(c);
         }
-        let mnt_id = std::fs::read_to_string(proc.join("fdinfo").join(fd.to_string()))
+        let fdinfo = proc.join("fdinfo").join(fd.to_string());
+        let mnt_id = read_bounded(&fdinfo, FDINFO_CAP, Links::Refuse)
             .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
             .and_then(|t| {
                 t.lines()
                     .find_map(|l| l.strip_prefix("mnt_id:").map(|v| v.trim().parse().ok()))

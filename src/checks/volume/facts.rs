@@ -32,6 +32,8 @@ pub struct ContainerdSeen {
     pub socket: PathBuf,
     /// containerd processes using this root: (pid, command line).
     pub processes: Vec<(i32, String)>,
+    /// Processes named containerd that are not the host's containerd, each with why.
+    pub not_counted: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,10 +211,12 @@ fn walk(dir: &Path) -> Result<HiddenData, String> {
 /// Is containerd already running for this root? Phase 1 runs before containerd, so any
 /// answer but "no" means the boot order was lost.
 fn seen(host: &Host, root: &Path, socket: &Path) -> ContainerdSeen {
+    let found = processes_for_root(host, root);
     ContainerdSeen {
         // A successful connect means a listener exists; nothing is sent.
         socket_answers: UnixStream::connect(host.path(socket)).is_ok(),
         socket: socket.to_path_buf(),
-        processes: processes_for_root(host, root),
+        processes: found.using_root,
+        not_counted: found.not_counted,
     }
 }

@@ -51,6 +51,7 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
             socket_answers: false,
             socket: "/run/containerd/containerd.sock".into(),
             processes: vec![],
+            not_counted: vec![],
         },
     };
     (settings, facts)
