@@ -387,6 +387,7 @@ fn stale_facts(stale: bool) -> StaleFacts {
         pid: Ok(4321),
         comm: "containerd".into(),
         root: root.into(),
+        other_root: None,
         dbs: Ok(vec![OpenDb {
             fd: 3,
             link: db.into(),
@@ -397,6 +398,7 @@ fn stale_facts(stale: bool) -> StaleFacts {
                 ino: now.1,
             }),
             mnt_id: Some(30),
+            resolved: None,
         }]),
         mounts: MountTable::parse(
             "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n\
