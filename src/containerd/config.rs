@@ -134,6 +134,16 @@ pub fn effective(proc: &Path, args: &[String]) -> Result<ContainerdConfig, LoadE
     Ok(c)
 }
 
+/// Parses config texts as if each imported the next, merged as [`imports::merge`] does
+/// (a pure entry point over the files' texts, for the fuzzer).
+pub fn parse_merged(texts: &[&str]) -> Result<ContainerdConfig, String> {
+    let mut merged = toml::Table::new();
+    for text in texts {
+        imports::merge(&mut merged, parse_table(text)?);
+    }
+    from_table(&merged)
+}
+
 /// Parses one config file's text (no imports followed).
 pub fn parse(text: &str) -> Result<ContainerdConfig, String> {
     from_table(&parse_table(text)?)
