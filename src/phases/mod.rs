@@ -15,8 +15,10 @@ use crate::containerd::config::ContainerdConfig;
 /// Reads containerd's config named by `[containerd] config`. Its errors are configuration
 /// errors (exit 3): nothing is checked against a config the guard cannot read.
 pub fn containerd_config(ctx: &Context) -> Result<ContainerdConfig, String> {
-    let path = ctx.host.os_file(&ctx.loaded.settings.containerd.config);
-    crate::containerd::config::load(&path)
+    // Imports are read in the same tree as the file (the OS being checked).
+    let tree = ctx.host.os_file("/");
+    crate::containerd::config::load_in(&tree, &ctx.loaded.settings.containerd.config)
+        .map_err(String::from)
 }
 
 /// Phase 2 on a current-thread runtime (phase 1 never starts one).

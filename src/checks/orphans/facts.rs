@@ -195,7 +195,7 @@ const OPEN_FILES_PACE: Duration = Duration::from_millis(10);
 /// Adds the locked files and listening ports of the processes at `which` (candidates);
 /// a candidate whose open files could not be read within the bound gets `unread`.
 pub async fn describe(host: &Host, look: &mut OrphanLook, which: &[i32]) {
-    let locks = proc::parse_locks(&std::fs::read_to_string(host.proc("locks")).unwrap_or_default());
+    let locks = proc::read_locks(host);
     let pass = open_files_within(host, which).await;
     for p in look
         .processes

@@ -43,6 +43,8 @@ pub struct ContainerdSeen {
     pub socket: PathBuf,
     /// containerd processes using this root: (pid, command line).
     pub processes: Vec<(i32, String)>,
+    /// Processes named containerd that are not the host's containerd, each with why.
+    pub not_counted: Vec<String>,
 }
 
 impl ContainerdSeen {
@@ -248,9 +250,11 @@ fn listener(socket: &Path) -> Listener {
 /// Is containerd already running for this root? Phase 1 runs before containerd, so any
 /// answer but "no" means the boot order was lost.
 fn seen(host: &Host, root: &Path, socket: &Path) -> ContainerdSeen {
+    let found = processes_for_root(host, root);
     ContainerdSeen {
         listener: listener(&host.path(socket)),
         socket: socket.to_path_buf(),
-        processes: processes_for_root(host, root),
+        processes: found.using_root,
+        not_counted: found.not_counted,
     }
 }

@@ -1,7 +1,7 @@
 //! Phase 1 rules: is the filesystem at containerd's root the intended ephemeral volume?
 //! Pure: settings + facts in, findings out. Ids are part of the public contract.
 
-use crate::checks::volume::facts::{Listener, VolumeFacts};
+use crate::checks::volume::facts::{ContainerdSeen, Listener, VolumeFacts};
 use crate::config::units::human_size;
 use crate::config::VolumeSettings;
 use crate::host::blockdev::Lookup;
@@ -325,9 +325,12 @@ fn containerd_finding(facts: &VolumeFacts, phase: Phase) -> Finding {
             Id::VolumeContainerdNotStarted,
             "containerd may run during verify; the runtime checks judge it",
         ),
-        Phase::BeforeContainerd if !running => Finding::pass(
-            Id::VolumeContainerdNotStarted,
-            "containerd has not started yet",
+        Phase::BeforeContainerd if !running => not_counted(
+            Finding::pass(
+                Id::VolumeContainerdNotStarted,
+                "containerd has not started yet",
+            ),
+            c,
         ),
         Phase::BeforeContainerd => {
             let mut f = Finding::fail(
@@ -348,13 +351,20 @@ fn containerd_finding(facts: &VolumeFacts, phase: Phase) -> Finding {
             for (pid, cmd) in &c.processes {
                 f = f.evidence(format!("pid {pid}: {cmd}"));
             }
-            f.remedy(
+            not_counted(f, c).remedy(
                 "the boot order was lost: containerd.service must Require= and be After= \
                  containerd-guard-volume.service; stop containerd, fix the ordering, then run \
                  `guard verify` (a containerd on the wrong filesystem deletes image data)",
             )
         }
     }
+}
+
+/// Processes that merely name themselves containerd are said, not silently skipped.
+fn not_counted(f: Finding, c: &ContainerdSeen) -> Finding {
+    c.not_counted.iter().fold(f, |f, why| {
+        f.evidence(format!("not the host's containerd for this root: {why}"))
+    })
 }
 
 fn threshold(

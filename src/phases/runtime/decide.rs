@@ -169,6 +169,7 @@ mod tests {
                 pid: Ok(1),
                 comm: "containerd".into(),
                 root: "/var/lib/containerd".into(),
+                other_root: None,
                 dbs: Ok(vec![OpenDb {
                     fd: 3,
                     link: "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db".into(),
@@ -176,6 +177,7 @@ mod tests {
                     expected: PathBuf::from("/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db"),
                     now: Ok(FileId { dev: 1, ino: 2 }),
                     mnt_id: Some(30),
+                    resolved: None,
                 }]),
                 mounts: Ok(MountTable::parse(
                     "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n30 21 7:3 / /var/lib/containerd rw - ext4 /dev/loop3 rw\n",

@@ -10,6 +10,7 @@ use crate::checks::runtime::rules::Knobs;
 use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::remedies::budget::{self, Decision};
+use crate::remedies::command::{tie_restart, RestartTie};
 use crate::remedies::restore::Import;
 use crate::report::{escape, Finding, Id};
 use crate::state::lock::LockError;
@@ -551,6 +552,14 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     async fn restart_now(&mut self, reason: RestartReason, attempt: u32) -> Step {
+        let old_pid = self.w.containerd_pid();
+        let tie = match self.tie(old_pid) {
+            Ok(tie) => tie,
+            Err(refusal) => {
+                self.set(refusal);
+                return Step::Finish(End::Unusable);
+            }
+        };
         if reason == RestartReason::Stale && !self.mode.force {
             if let Some(refusal) = self.tasks_refusal().await {
                 self.set(refusal);
@@ -563,7 +572,6 @@ impl<'a, W: World> Machine<'a, W> {
             "restarting containerd ({why}), attempt {attempt} of {budget}"
         ));
         crate::notify::extend_timeout(self.one_restart());
-        let old_pid = self.w.containerd_pid();
         // Counted before it runs: a crash mid-restart must not refund the budget. A restart
         // the state file does not remember would not count: without a record, no restart.
         let argv = self.s.containerd.restart.join(" ");
@@ -580,8 +588,31 @@ impl<'a, W: World> Machine<'a, W> {
             return Step::Finish(End::Unusable);
         }
         let outcome = self.w.restart().await;
-        self.note_restart_outcome(why, attempt, outcome, old_pid);
+        self.note_restart_outcome(why, attempt, outcome, old_pid, tie);
         Step::Observe
+    }
+
+    /// The restart command must reach the containerd proven stale and no other runtime
+    /// (`remedies::command::tie_restart`). `Ok` carries the evidence line of a command
+    /// that may run; `Err` the refusal (never a restart, not counted in the budget).
+    fn tie(&mut self, pid: Option<i32>) -> Result<String, Finding> {
+        let cgroup = pid.and_then(|p| self.w.process_cgroup(p));
+        match tie_restart(&self.s.containerd.restart, pid, cgroup.as_deref()) {
+            RestartTie::Tied(line) | RestartTie::Untied(line) => Ok(line),
+            RestartTie::Refused(line) => {
+                self.record("containerd", "refused-restart", &line);
+                Err(Finding::fail(
+                    Id::RemedyRestart,
+                    "refused to restart containerd: the restart command does not reach the \
+                     containerd proven stale",
+                )
+                .evidence(line)
+                .remedy(
+                    "set [containerd] restart to restart the unit this containerd runs in \
+                     (the evidence names its cgroup), or restart it by hand",
+                ))
+            }
+        }
     }
 
     /// A stale containerd that still runs tasks is not restarted (they would be orphaned)
@@ -631,6 +662,7 @@ impl<'a, W: World> Machine<'a, W> {
         attempt: u32,
         outcome: Result<String, String>,
         old_pid: Option<i32>,
+        tie: String,
     ) {
         let text = match &outcome {
             Ok(t) | Err(t) => t.clone(),
@@ -658,7 +690,8 @@ impl<'a, W: World> Machine<'a, W> {
         let pid = old_pid.map_or("none".to_string(), |p| p.to_string());
         let f = f
             .evidence(text)
-            .evidence(format!("containerd pid before: {pid}"));
+            .evidence(format!("containerd pid before: {pid}"))
+            .evidence(tie);
         self.set(self.with_risks(f));
     }
 

@@ -68,6 +68,8 @@ struct Fake {
     deleted: u32,
     reaped: u32,
     restarts: u32,
+    /// containerd's `/proc/PID/cgroup`.
+    cgroup: String,
     imports: u32,
     pulls: u32,
     slept: Vec<Duration>,
@@ -99,6 +101,7 @@ impl Fake {
             deleted: 0,
             reaped: 0,
             restarts: 0,
+            cgroup: "1:name=systemd:/system.slice/containerd.service\n".into(),
             imports: 0,
             pulls: 0,
             slept: Vec::new(),
@@ -236,6 +239,10 @@ impl World for Fake {
 
     fn containerd_pid(&self) -> Option<i32> {
         Some(4321)
+    }
+
+    fn process_cgroup(&self, _pid: i32) -> Option<String> {
+        Some(self.cgroup.clone())
     }
 
     async fn restart(&mut self) -> Result<String, String> {
@@ -400,6 +407,7 @@ fn stale_facts(stale: bool) -> StaleFacts {
         pid: Ok(4321),
         comm: "containerd".into(),
         root: root.into(),
+        other_root: None,
         dbs: Ok(vec![OpenDb {
             fd: 3,
             link: db.into(),
@@ -410,6 +418,7 @@ fn stale_facts(stale: bool) -> StaleFacts {
                 ino: now.1,
             }),
             mnt_id: Some(30),
+            resolved: None,
         }]),
         mounts: MountTable::parse(
             "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n\
@@ -499,6 +508,31 @@ fn stale_is_restarted_once_then_usable() {
     assert!(
         state.restarts[0].outcome.starts_with("stale: "),
         "{state:?}"
+    );
+}
+
+#[test]
+fn stale_containerd_of_another_unit_is_refused_and_nothing_counted() {
+    let mut w = Fake::new(&[Looks::Stale]);
+    w.after_restart = Some(Looks::Healthy);
+    w.cgroup = "1:name=systemd:/system.slice/k3s.service\n0::/system.slice/k3s.service\n".into();
+    let (f, end) = go(&mut w, &settings(), RUNTIME);
+    assert_eq!(end, End::Unusable);
+    assert_eq!(
+        w.restarts, 0,
+        "systemctl restart containerd.service never ran"
+    );
+    assert_eq!(status(&f, "remedy.restart"), Status::Fail);
+    let refusal = f.iter().find(|f| f.id == "remedy.restart").unwrap();
+    let text = refusal.evidence.join(" ");
+    assert!(
+        text.contains("pid 4321 belongs to k3s.service"),
+        "{refusal:?}"
+    );
+    let state = w.state.unwrap();
+    assert!(
+        state.restarts.is_empty(),
+        "a refusal spends no budget: {state:?}"
     );
 }
 

@@ -62,6 +62,8 @@ pub trait World {
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String>;
     /// The PID serving containerd's socket (evidence for a restart).
     fn containerd_pid(&self) -> Option<i32>;
+    /// `/proc/PID/cgroup` of a process: which systemd unit a restart would reach.
+    fn process_cgroup(&self, pid: i32) -> Option<String>;
     /// Runs `[containerd] restart`, bounded.
     async fn restart(&mut self) -> Result<String, String>;
     fn archive_present(&self, archive: &Path) -> bool;
@@ -310,6 +312,11 @@ impl World for Node<'_> {
 
     fn containerd_pid(&self) -> Option<i32> {
         client::peer_pid(&self.socket()).ok()
+    }
+
+    fn process_cgroup(&self, pid: i32) -> Option<String> {
+        use crate::host::proc::{read_proc_file, CGROUP_CAP};
+        read_proc_file(self.host, pid, "cgroup", CGROUP_CAP).ok()
     }
 
     async fn restart(&mut self) -> Result<String, String> {

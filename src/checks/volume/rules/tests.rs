@@ -53,6 +53,7 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
             listener: Listener::Absent,
             socket: "/run/containerd/containerd.sock".into(),
             processes: vec![],
+            not_counted: vec![],
         },
     };
     (settings, facts)
