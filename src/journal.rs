@@ -5,7 +5,7 @@
 //! never in `--npd` mode (NPD records conditions itself, every 30 s). Failures to log are
 //! ignored: the exit code already tells.
 
-use crate::report::{Finding, Report, Status};
+use crate::report::{escape, Finding, Report, Status};
 use libsystemd::logging::{journal_send, Priority};
 
 /// One MESSAGE_ID per status (`journalctl MESSAGE_ID=...` lists every failure).
@@ -26,12 +26,14 @@ fn priority(status: Status) -> Priority {
     }
 }
 
-/// The structured fields of one finding (also what tests check).
+/// The structured fields of one finding (also what tests check), escaped as the table is:
+/// one evidence line per line.
 pub fn fields(f: &Finding, command: &str) -> Vec<(&'static str, String)> {
+    let f = &f.escaped();
     let mut out = vec![
         ("GUARD_FINDING", f.id.as_str().to_string()),
         ("GUARD_STATUS", format!("{:?}", f.status).to_lowercase()),
-        ("GUARD_COMMAND", command.to_string()),
+        ("GUARD_COMMAND", escape(command).into_owned()),
         ("MESSAGE_ID", message_id(f.status).to_string()),
         ("SYSLOG_IDENTIFIER", "containerd-guard".to_string()),
     ];
@@ -55,7 +57,7 @@ pub fn record(report: &Report, command: &str) {
         return;
     }
     for f in report.findings.iter().filter(|f| journaled(f)) {
-        let msg = format!("{}: {}", f.id, f.summary);
+        let msg = format!("{}: {}", f.id, escape(&f.summary));
         let fields = fields(f, command);
         let vars = fields.iter().map(|(k, v)| (*k, v.as_str()));
         let _ = journal_send(priority(f.status), &msg, vars);
@@ -113,6 +115,19 @@ mod tests {
             shown,
             [message_id(Status::Fail)],
             "README.md's `journalctl MESSAGE_ID=...` (\"every failure\") must show the fail id"
+        );
+    }
+
+    #[test]
+    fn workload_text_reaches_the_journal_escaped_one_evidence_line_per_line() {
+        let f = Finding::fail(Id::RuntimeOrphans, "1 orphan")
+            .evidence("pid 7 (/x\nverdict: node is usable\x1b[2J)")
+            .evidence("pid 8 (\u{202e}fed)");
+        let got = fields(&f, "guard hygiene");
+        let evidence = &got.iter().find(|(k, _)| *k == "GUARD_EVIDENCE").unwrap().1;
+        assert_eq!(
+            evidence,
+            "pid 7 (/x\\nverdict: node is usable\\x1b[2J)\npid 8 (\\u{202e}fed)"
         );
     }
 }

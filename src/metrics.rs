@@ -6,12 +6,23 @@
 //!
 //! What is kept between commands lives in `state_dir/metrics.json` ([`Kept`]); restarts,
 //! remedies and the terminal state come from this boot's `runtime.json`.
+//!
+//! The textfile directory is often another user's (Debian's
+//! `/var/lib/prometheus/node-exporter` belongs to `prometheus`). That is fine: the file is
+//! created beneath the directory's descriptor under a random name and renamed into place
+//! ([`crate::state::file`]), so links that user plants are replaced, never written
+//! through. A directory that *any* user of a group, or every user, may write (without the
+//! sticky bit) is refused ([`judge_textfile_dir`]): node_exporter would read whatever
+//! anyone put there under the guard's name.
 
+use crate::config::trust::Perms;
 use crate::report::{Report, Verdict};
 use crate::state::runtime::{Record, State};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 /// The remedy kinds and outcomes every `containerd_guard_remedies_total` series has
 /// (all of them, zero or not, so that `rate()` and alerts see them from the start).
@@ -52,6 +63,44 @@ impl Kept {
         self.runs.insert(command.to_string(), run);
         self.usable = Some(report.verdict() == Verdict::Usable);
     }
+}
+
+/// The rule for the textfile's directory (pure): `None` when the guard may write there.
+/// Its owner does not matter; only a group- or other-writable directory without the
+/// sticky bit is refused.
+pub fn judge_textfile_dir(p: Perms) -> Option<String> {
+    let open = p.mode & 0o022 != 0 && p.mode & 0o1000 == 0;
+    open.then(|| "is writable by group or others without the sticky bit".to_string())
+}
+
+/// Writes the textfile `path` (whole, atomically) when its directory passes
+/// [`judge_textfile_dir`]; else the reason, naming the directory, its owner and the fix.
+pub fn write_textfile(path: &Path, text: &[u8]) -> Result<(), String> {
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let dir =
+        crate::state::file::Dir::open(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    let meta = dir
+        .metadata()
+        .map_err(|e| format!("{}: {e}", parent.display()))?;
+    let perms = Perms {
+        uid: meta.uid(),
+        mode: meta.mode(),
+    };
+    if let Some(problem) = judge_textfile_dir(perms) {
+        return Err(format!(
+            "directory {} {problem} ({}): any local user could plant files there; fix: \
+             `chmod go-w {}` (or `chmod +t`), or set [metrics] textfile elsewhere",
+            parent.display(),
+            crate::config::trust::describe(perms),
+            parent.display()
+        ));
+    }
+    dir.write_atomic(name, text)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The kind and outcome a history record counts as, if it is a remedy.
@@ -242,6 +291,16 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }
         assert_eq!(text.matches("containerd_guard_remedies_total{").count(), 15);
+    }
+
+    #[test]
+    fn textfile_directory_rule() {
+        let ok = |uid, mode| judge_textfile_dir(Perms { uid, mode }).is_none();
+        assert!(ok(0, 0o40755));
+        assert!(ok(110, 0o40755), "prometheus's own directory, as on Debian");
+        assert!(ok(0, 0o41777), "sticky: only owners replace their files");
+        assert!(!ok(110, 0o40775), "group-writable");
+        assert!(!ok(0, 0o40777), "other-writable");
     }
 
     #[test]

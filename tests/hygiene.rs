@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 use support::hygiene::*;
-use support::locks::pid_alive;
+use support::locks::{pid_alive, KillOnDrop};
 use support::workload::*;
 use support::*;
 
@@ -245,7 +245,7 @@ fn h04_live_tasks_other_namespaces_and_reused_pids_are_left_alone() {
     let cfg = guard_config(&n, "");
     let bystander = Bystander::start(&n);
     // A STOPPED task in a namespace that is not CRI's: not kubelet's to clean up.
-    let other = OtherNamespaceTask::start(&n);
+    let other = CtrMadeTask::start(&n, "guard-other");
     // A leaked task whose dead PID now names another, live process.
     let leaky = n.pod("leaky");
     let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
@@ -293,19 +293,345 @@ fn h05_guard_runtime_deletes_a_leaked_task_without_holding_kubelet() {
         .expect("RemovePodSandbox after guard runtime");
 }
 
-/// A task in namespace `guard-other` (not CRI's) whose process is gone: `ctr run` of the
-/// locker with a path it cannot open, so it exits at once and its task stays STOPPED.
+#[test]
+fn h06_a_stopped_task_cri_never_knew_is_reported_and_left_alone() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    // Made by `ctr` in CRI's own namespace (as nerdctl does): STOPPED, unknown to CRI.
+    let stray = CtrMadeTask::start(&n, "k8s.io");
+    let leaky = n.pod("leaky");
+    let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
+    make_leaked_task(&leaky, &cid);
+
+    let out = guard(&cfg, &["hygiene"]);
+    out.expect(0, "remedy.delete-task", "pass")
+        .mentions("remedy.delete-task", &[&cid]);
+    assert_eq!(
+        ctr_task(&leaky.socket, &cid),
+        None,
+        "the leaked task is gone"
+    );
+    assert_eq!(
+        stray.status().as_deref(),
+        Some("STOPPED"),
+        "the task CRI never knew was deleted: {}",
+        out.dump()
+    );
+    assert!(
+        !out.finding_text("remedy.delete-task").contains(&stray.id),
+        "{}",
+        out.dump()
+    );
+    out.expect(0, "runtime.leaked-tasks", "warn").mentions(
+        "runtime.leaked-tasks",
+        &[&stray.id, "unknown to CRI", "left alone"],
+    );
+}
+
+/// An argument that tries to forge the guard's output: a new line claiming the node is
+/// usable, a terminal escape (clear screen) and a right-to-left override.
+const FORGERY: &str = "x\nverdict: node is usable\n\x1b[2J\u{202e}gnirts";
+
+/// No line of `out` but the real last one starts with `verdict:`, and no raw ESC byte or
+/// bidi override is printed.
+#[track_caller]
+fn assert_not_forged(what: &str, out: &Outcome) {
+    let text = &out.stdout;
+    let verdicts: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("verdict:"))
+        .collect();
+    let real = match text.lines().last() {
+        Some(l) if l.starts_with("verdict: node is") && verdicts.len() == 1 => 1,
+        _ => 0,
+    };
+    assert_eq!(
+        verdicts.len(),
+        real,
+        "{what}: forged verdict line\n{}",
+        out.dump()
+    );
+    assert!(!text.contains('\x1b'), "{what}: raw ESC\n{}", out.dump());
+    assert!(
+        !text.contains('\u{202e}'),
+        "{what}: raw bidi override\n{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let mut n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    let dir = n.host_dir("forger");
+    let pod = n.pod("forger");
+    // The locker ignores every argument after the lock path: they are only its cmdline.
+    let cid = pod.start_container("payload", LOCKER_IMAGE, &["/data/lock", FORGERY], &dir);
+    let info = pod.wait_container(&cid, "RUNNING with a PID", WAIT, |i| {
+        i.running() && i.pid.is_some()
+    });
+    let pid = info.pid.unwrap();
+    assert!(
+        cmdline(pid).iter().any(|a| a == FORGERY),
+        "{:?}",
+        cmdline(pid)
+    );
+    let pids = n.make_orphan(&pod, &cid);
+
+    let table = Guard::with_config(&cfg).run(&["verify"]);
+    assert_eq!(table.code, 1, "{}", table.dump());
+    assert!(
+        table
+            .stdout
+            .contains("x\\nverdict: node is usable\\n\\x1b[2J\\u{202e}gnirts"),
+        "the table shows the argument escaped:\n{}",
+        table.dump()
+    );
+    assert_not_forged("verify (table)", &table);
+    let json = guard(&cfg, &["verify"]);
+    json.expect(1, "runtime.orphans", "fail");
+    assert_not_forged("verify --json", &json);
+    let npd = Guard::with_config(&cfg).run(&["verify", "--npd"]);
+    assert_not_forged("verify --npd", &npd);
+    assert_eq!(npd.stdout.lines().count(), 1, "{}", npd.dump());
+
+    let repair = Guard::with_config(&cfg).run(&["hygiene"]);
+    assert_not_forged("hygiene (table)", &repair);
+    assert_eq!(repair.code, 0, "{}", repair.dump());
+    assert!(pids.iter().all(|p| !pid_alive(*p)), "{pids:?} still alive");
+}
+
+/// A real `sleep` in a container cgroup laid out as kubelet's cgroupfs driver lays it out
+/// (`/kubepods/besteffort/pod<uid>/<64 hex>`, every hierarchy), with no task and no shim:
+/// what an orphan looks like to the rules. Killed and removed on drop.
+struct CgroupPayload {
+    container_id: String,
+    cgroup: String,
+    pid: i32,
+    child: std::process::Child,
+}
+
+impl CgroupPayload {
+    fn start() -> CgroupPayload {
+        let container_id = format!("{}{}", unique("", 32), unique("", 32));
+        let cgroup = format!("{}/{container_id}", pod_cgroup(&random_uuid()));
+        let child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        // cpuset needs its cpus and mems copied down each level; the others suffice.
+        for h in cgroup_hierarchies()
+            .into_iter()
+            .filter(|h| !h.ends_with("cpuset"))
+        {
+            let dir = h.join(cgroup.trim_start_matches('/'));
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        }
+        CgroupPayload {
+            container_id,
+            cgroup,
+            pid,
+            child,
+        }
+    }
+}
+
+impl Drop for CgroupPayload {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        remove_cgroup_tree(&self.cgroup);
+    }
+}
+
+#[test]
+fn h08_a_pid_whose_start_time_differs_from_the_judged_orphans_is_not_killed() {
+    use containerd_guard::checks::orphans::{facts, rules};
+    use containerd_guard::host::{cgroup::kill_cgroup, proc::read_proc, Host};
+    if !require_root(&["sleep"]) {
+        return;
+    }
+    let _serial = serial();
+    let host = Host::live();
+    let payload = CgroupPayload::start();
+    let pid = payload.pid;
+    let start = read_proc(&host, pid).expect("read the payload").start_ticks;
+    let judged_at = |ticks: u64| rules::Condemned {
+        cgroup: payload.cgroup.clone(),
+        processes: vec![(pid, ticks)],
+    };
+    let kill = |judged: &rules::Condemned| {
+        let recheck =
+            |pids: &[i32]| rules::still_condemned(judged, &facts::as_they_are(&host, pids));
+        kill_cgroup(&host, &payload.cgroup, &recheck, WAIT)
+    };
+
+    // The pid judged orphaned named a process that started one tick earlier: not this one.
+    let err = kill(&judged_at(start - 1)).expect_err("killed a process it never judged");
+    assert!(err.contains("another process, nothing killed"), "{err}");
+    assert!(pid_alive(payload.pid), "pid {pid} was killed");
+    assert!(cgroup_exists(&payload.cgroup));
+
+    let killed = kill(&judged_at(start)).expect("the judged process is killed");
+    assert_eq!(killed, vec![pid]);
+    poll_until("the payload to die", WAIT, || {
+        (!pid_alive(pid)).then_some(())
+    });
+    assert!(
+        !cgroup_exists(&payload.cgroup),
+        "{} was removed",
+        payload.cgroup
+    );
+}
+
+#[test]
+fn h09_a_vm_runtimes_container_is_named_and_left_alone_and_a_runc_one_beside_is_reaped() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let cfg = guard_config(&n, "");
+    // containerd's own record of each container says which runtime runs it, as CRI
+    // records it for a pod of RuntimeClass kata; no Kata shim or VM is started.
+    let kata = CgroupPayload::start();
+    let runc = CgroupPayload::start();
+    for (p, runtime) in [
+        (&kata, "io.containerd.kata.v2"),
+        (&runc, "io.containerd.runc.v2"),
+    ] {
+        let args = [
+            "containers",
+            "create",
+            "--runtime",
+            runtime,
+            LOCKER_IMAGE,
+            &p.container_id,
+        ];
+        ctr_k8s_ok(&n.socket(), &args);
+    }
+
+    let out = guard(&cfg, &["hygiene"]);
+    out.expect(0, "remedy.reap-orphans", "pass")
+        .mentions("remedy.reap-orphans", &[&runc.cgroup]);
+    assert!(
+        !out.finding_text("remedy.reap-orphans")
+            .contains(&kata.cgroup),
+        "{}",
+        out.dump()
+    );
+    assert!(
+        pid_alive(kata.pid),
+        "the Kata container's process was killed: {}",
+        out.dump()
+    );
+    assert!(
+        !pid_alive(runc.pid),
+        "the runc orphan lives: {}",
+        out.dump()
+    );
+    out.mentions(
+        "runtime.orphans",
+        &[
+            &format!("pid {}", kata.pid),
+            "runtime io.containerd.kata.v2 is not runc-type",
+            "left alone",
+        ],
+    );
+    for p in [&kata, &runc] {
+        ctr_k8s(&n.socket(), &["containers", "delete", &p.container_id]);
+    }
+}
+
+#[test]
+fn h10_beside_a_second_containerd_its_orphaned_and_leaked_pods_are_left_alone() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let mut ours = HygieneNode::start();
+    // k3s-style: its own root, state and socket; its shims are started with `-address` its
+    // socket. The guard is configured for `ours` only.
+    let mut theirs = HygieneNode::start();
+    let cfg = guard_config(&ours, "");
+    let their_pod = theirs.pod("k3s-orphan");
+    let (their_cid, _) = running_locker(&their_pod, "payload", &theirs.host_dir("k3s"));
+    let their_shims = shims_of(std::slice::from_ref(&their_pod.sandbox_id));
+    let address = format!("-address {}", theirs.socket().display());
+    let shim_argv: Vec<String> = their_shims
+        .iter()
+        .map(|(p, _)| cmdline(*p).join(" "))
+        .collect();
+    assert!(
+        !shim_argv.is_empty() && shim_argv.iter().all(|c| c.contains(&address)),
+        "{shim_argv:?}"
+    );
+    // To the naive rules both look like ours to clean up: an orphan (no task here, shim
+    // killed) and a leaked task.
+    let their_pids = theirs.make_orphan(&their_pod, &their_cid);
+    let their_cgroup = their_pod.container_cgroup(&their_cid);
+    let their_leaky = theirs.pod("k3s-leaky");
+    let (leaky_cid, _) = running_locker(&their_leaky, "payload", &theirs.host_dir("k3s-leaky"));
+    make_leaked_task(&their_leaky, &leaky_cid);
+    // One orphan of our own, so the guard does act.
+    let our_pod = ours.pod("orphan");
+    let (our_cid, _) = running_locker(&our_pod, "payload", &ours.host_dir("orphan"));
+    let our_pids = ours.make_orphan(&our_pod, &our_cid);
+
+    let out = guard(&cfg, &["hygiene"]);
+    out.expect(0, "remedy.reap-orphans", "pass").mentions(
+        "remedy.reap-orphans",
+        &["1 of 1", &our_pod.container_cgroup(&our_cid)],
+    );
+    assert!(our_pids.iter().all(|p| !pid_alive(*p)), "{our_pids:?} live");
+    assert!(
+        their_pids.iter().all(|p| pid_alive(*p)),
+        "the other runtime's payload {their_pids:?} was killed:\n{}",
+        out.dump()
+    );
+    assert!(cgroup_exists(&their_cgroup), "{their_cgroup} was removed");
+    assert_eq!(
+        ctr_task(&their_leaky.socket, &leaky_cid).map(|t| t.status),
+        Some("STOPPED".into()),
+        "the other runtime's leaked task was deleted"
+    );
+    out.mentions(
+        "runtime.orphans",
+        &[
+            &format!("pid {}", their_pids[0]),
+            "another runtime's container",
+            "left alone",
+        ],
+    );
+    assert!(remove_cgroup_tree(&their_cgroup));
+}
+
+/// A task made by `ctr` (not CRI) in namespace `ns` whose process is gone: `ctr run` of
+/// the locker with a path it cannot open, so it exits at once and its task stays STOPPED.
 /// Removed again on drop.
-struct OtherNamespaceTask {
+struct CtrMadeTask {
     socket: PathBuf,
+    ns: &'static str,
     id: String,
 }
 
-impl OtherNamespaceTask {
-    fn start(n: &HygieneNode) -> OtherNamespaceTask {
-        let t = OtherNamespaceTask {
+impl CtrMadeTask {
+    fn start(n: &HygieneNode, ns: &'static str) -> CtrMadeTask {
+        let t = CtrMadeTask {
             socket: n.socket(),
-            id: unique("other", 8),
+            ns,
+            id: unique("ctr", 8),
         };
         let archive = n
             .locker
@@ -321,34 +647,29 @@ impl OtherNamespaceTask {
             "/locker",
             "/no/such/dir/lock",
         ]);
-        poll_until("the other namespace's task to stop", WAIT, || {
+        poll_until("the ctr-made task to stop", WAIT, || {
             (t.status().as_deref() == Some("STOPPED")).then_some(())
         });
         t
     }
 
     fn ctr(&self, args: &[&str]) -> String {
-        let mut all = vec![
-            "--address",
-            self.socket.to_str().unwrap(),
-            "-n",
-            "guard-other",
-        ];
+        let mut all = vec!["--address", self.socket.to_str().unwrap(), "-n", self.ns];
         all.extend_from_slice(args);
         run(ctr().to_str().unwrap(), &all)
     }
 
     fn status(&self) -> Option<String> {
-        ctr_task_in(&self.socket, "guard-other", &self.id)
+        ctr_task_in(&self.socket, self.ns, &self.id)
     }
 }
 
-impl Drop for OtherNamespaceTask {
+impl Drop for CtrMadeTask {
     fn drop(&mut self) {
         let sock = self.socket.to_str().unwrap_or_default();
         let ctr = ctr();
         for args in [["tasks", "delete"], ["containers", "delete"]] {
-            let mut all = vec!["--address", sock, "-n", "guard-other"];
+            let mut all = vec!["--address", sock, "-n", self.ns];
             all.extend_from_slice(&args);
             all.push(&self.id);
             let _ = run_quiet(ctr.to_str().unwrap_or("ctr"), &all);

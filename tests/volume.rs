@@ -588,17 +588,33 @@ fn containerd_already_running_fails_volume_but_not_verify() {
     check(&cfg, 0, "volume.containerd-not-started", "pass", &[]);
     let c = Containerd::start(&t);
     let socket = t.socket().display().to_string();
+    let pid = format!("pid {}", c.pid());
+    // A hand-run on the node phase 1 let containerd start on: fails, changes nothing.
+    let marker = t.guard_state_dir().join("volume.ok");
     let o = check(
         &cfg,
         1,
         "volume.containerd-not-started",
         "fail",
-        &["already running", &socket, &format!("pid {}", c.pid())],
+        &["is running", &socket, &pid, "guard verify"],
     );
     o.expect(1, "volume.device", "pass");
     assert!(
-        !t.guard_state_dir().join("volume.ok").exists(),
-        "a failed check must remove volume.ok"
+        marker.exists(),
+        "this boot's volume.ok stays on a live node"
+    );
+    // Without this boot's volume.ok containerd started before phase 1: the order was lost.
+    std::fs::remove_file(&marker).unwrap();
+    check(
+        &cfg,
+        1,
+        "volume.containerd-not-started",
+        "fail",
+        &["already running", &socket, &pid],
+    );
+    assert!(
+        !marker.exists(),
+        "containerd must not start again unverified"
     );
     // verify on a running node: a live containerd is normal.
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);

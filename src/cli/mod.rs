@@ -149,9 +149,10 @@ pub struct Context {
 }
 
 fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
-    crate::config::units::parse_duration(text)
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("{text:?} is not a duration such as \"3s\" or \"500ms\""))
+    use crate::config::units::{parse_duration, MAX_DURATION};
+    parse_duration(text)
+        .filter(|d| !d.is_zero() && *d <= MAX_DURATION)
+        .ok_or_else(|| format!("{text:?} is not a duration from \"1ms\" to \"168h\""))
 }
 
 impl Command {

@@ -2,7 +2,7 @@
 //! remediation history, from the files in `state_dir`. Read-only; never waits on the lock.
 
 use super::{Context, Exit};
-use crate::report::Status;
+use crate::report::{escape, Status};
 use crate::state::runtime::State;
 use crate::state::volume::VolumeRecord;
 use crate::state::{RuntimeFile, StateDir};
@@ -74,11 +74,19 @@ fn print_json(dir: &StateDir, volume: Option<&VolumeRecord>, state: Option<&Stat
 
 fn print_state(s: &State, budget: u32) {
     match &s.last {
-        Some(l) => println!("last: {} exited {}: {}", l.command, l.exit, l.summary),
+        Some(l) => println!(
+            "last: {} exited {}: {}",
+            l.command,
+            l.exit,
+            escape(&l.summary)
+        ),
         None => println!("last: (none)"),
     }
     if let Some(t) = &s.terminal {
-        println!("TERMINAL: {} (`guard reset` after fixing)", t.reason);
+        println!(
+            "TERMINAL: {} (`guard reset` after fixing)",
+            escape(&t.reason)
+        );
     }
     if let Some(v) = &s.void {
         println!("no restart budget: {v}");
@@ -89,8 +97,8 @@ fn print_state(s: &State, budget: u32) {
             "  uptime {:>6}s  {:<16} {}: {}",
             r.uptime_ms / 1000,
             r.action,
-            r.item,
-            r.outcome
+            escape(&r.item),
+            escape(&r.outcome)
         );
     }
 }
@@ -107,7 +115,7 @@ fn print_volume(volume: Option<&VolumeRecord>) {
     }
     println!("phase 1 (guard volume): FAILED; containerd is held back");
     for f in v.findings.iter().filter(|f| f.status == Status::Fail) {
-        println!("  {}: {}", f.id, f.summary);
+        println!("  {}: {}", f.id, escape(&f.summary));
         for e in &f.evidence {
             println!("    seen: {e}");
         }

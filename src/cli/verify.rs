@@ -83,9 +83,10 @@ fn terminal(ctx: &Context) -> Option<String> {
     }
 }
 
-/// At most [`NPD_MAX_OUTPUT`] bytes on one line, cut at a character boundary.
+/// At most [`NPD_MAX_OUTPUT`] bytes on one line (control characters escaped, as in the
+/// table), cut at a character boundary.
 fn one_line(text: &str) -> String {
-    let flat = text.replace('\n', " ");
+    let flat = crate::report::escape(text);
     let mut end = flat.len().min(NPD_MAX_OUTPUT);
     while !flat.is_char_boundary(end) {
         end -= 1;

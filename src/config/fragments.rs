@@ -1,32 +1,54 @@
 //! Finding config fragments the way systemd finds drop-ins: `*.toml` from each directory,
 //! a same-named file in a later directory replaces the earlier one, a symlink to
 //! `/dev/null` masks the name, and the survivors apply in file-name order.
+//!
+//! A directory decides which files apply and a mask link removes one, so both are judged
+//! like the files ([`super::trust`]): a directory another user owns or can write, or a
+//! mask link another user owns, is an error naming it, even when nothing is read from it.
 
+use super::trust;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// `dirs` is ordered lowest precedence first. A missing directory is normal.
-pub fn find_fragments(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, io::Error)> {
+/// `dirs` is ordered lowest precedence first. A missing directory is normal. An error
+/// names the path at fault and says what is wrong and the fix.
+pub fn find_fragments(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, String)> {
     let mut by_name: BTreeMap<String, Option<PathBuf>> = BTreeMap::new();
     for dir in dirs {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
+        let cannot = |e: io::Error| (dir.clone(), format!("cannot read: {e}"));
+        let opened = match open_dir(dir) {
+            Ok(opened) => opened,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err((dir.clone(), e)),
+            Err(e) => return Err(cannot(e)),
         };
-        for entry in entries {
-            let entry = entry.map_err(|e| (dir.clone(), e))?;
+        trust::judge_directory(dir, &opened).map_err(|e| (dir.clone(), e.to_string()))?;
+        for entry in std::fs::read_dir(dir).map_err(cannot)? {
+            let entry = entry.map_err(cannot)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if !name.ends_with(".toml") || name.starts_with('.') {
                 continue;
             }
             let path = entry.path();
             let masked = is_mask(&path);
+            if masked {
+                trust::judge_link(&path).map_err(|e| (path.clone(), e.to_string()))?;
+            }
             by_name.insert(name, (!masked).then_some(path));
         }
     }
     Ok(by_name.into_values().flatten().collect())
+}
+
+/// The directory itself, for judging through its descriptor (never blocks: a FIFO in its
+/// place is not a directory).
+fn open_dir(dir: &Path) -> io::Result<std::fs::File> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NONBLOCK).bits())
+        .open(dir)
 }
 
 fn is_mask(path: &Path) -> bool {

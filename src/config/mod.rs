@@ -92,8 +92,7 @@ pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError>
     };
     let files = match explicit {
         Some(file) => vec![file.to_path_buf()],
-        None => find_fragments(&host.config_dirs())
-            .map_err(|(file, e)| whole(&file, format!("cannot read: {e}")))?,
+        None => find_fragments(&host.config_dirs()).map_err(|(file, e)| whole(&file, e))?,
     };
     let mut settings = Settings::default();
     let mut sources = BTreeMap::new();

@@ -2,7 +2,8 @@
 //! of the public contract (README documents them); add keys, never rename them.
 
 use super::units::{
-    format_duration, format_size, parse_duration, parse_size, DURATION_HELP, SIZE_HELP,
+    format_duration, format_size, parse_duration, parse_size, DURATION_HELP, MAX_DURATION,
+    MAX_DURATION_TEXT, MAX_SIZE, MAX_SIZE_TEXT, SIZE_HELP,
 };
 use std::path::PathBuf;
 use std::time::Duration;
@@ -457,15 +458,34 @@ fn duration(key: &str, v: &Value) -> Result<Duration, Problem> {
     let text = v
         .as_str()
         .ok_or_else(|| wrong_type(key, v, DURATION_HELP))?;
-    parse_duration(text).ok_or_else(|| {
+    let d = parse_duration(text).ok_or_else(|| {
         (
             key.to_string(),
             format!("{text:?} is not a duration; use {DURATION_HELP}"),
         )
-    })
+    })?;
+    if d > MAX_DURATION {
+        return Err((
+            key.to_string(),
+            format!("{text:?} is too long; accepted: 0s to {MAX_DURATION_TEXT}"),
+        ));
+    }
+    Ok(d)
 }
 
 fn size(key: &str, v: &Value) -> Result<u64, Problem> {
+    let bytes = unbounded_size(key, v)?;
+    if bytes > MAX_SIZE {
+        let said = v.as_str().map_or_else(|| bytes.to_string(), str::to_string);
+        return Err((
+            key.to_string(),
+            format!("{said} is too large; accepted: 0 to {MAX_SIZE_TEXT}"),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn unbounded_size(key: &str, v: &Value) -> Result<u64, Problem> {
     match v {
         Value::Integer(n) if *n >= 0 => Ok(*n as u64),
         Value::String(text) => parse_size(text).ok_or_else(|| {

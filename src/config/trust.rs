@@ -76,7 +76,7 @@ pub fn judge_dir(p: Perms, euid: u32) -> Option<String> {
 }
 
 /// `owner nobody (uid 65534), mode 0664`.
-fn describe(p: Perms) -> String {
+pub fn describe(p: Perms) -> String {
     let name = nix::unistd::User::from_uid(p.uid.into())
         .ok()
         .flatten()
@@ -126,7 +126,46 @@ pub fn open_trusted(path: &Path) -> Result<File, Distrust> {
     if let Some(problem) = judge_file(perms(&meta), euid) {
         return Err(refusal("file", path, perms(&meta), &problem));
     }
-    for dir in directories_above(path, &file) {
+    judge_above(path, &file, euid)?;
+    Ok(file)
+}
+
+/// Judges a directory the guard keeps its own files in (`state_dir`), opened as `dir`
+/// from `path`: the directory itself and every directory above it, by the rules above.
+pub fn judge_directory(path: &Path, dir: &File) -> Result<(), Distrust> {
+    let meta = dir
+        .metadata()
+        .map_err(|e| Distrust::Unreadable(format!("cannot stat {}: {e}", path.display())))?;
+    let euid = nix::unistd::geteuid().as_raw();
+    if let Some(problem) = judge_dir(perms(&meta), euid) {
+        return Err(refusal("directory", path, perms(&meta), &problem));
+    }
+    judge_above(path, dir, euid)
+}
+
+/// Judges a symlink that changes what the guard reads (a `config.d` mask): its owner
+/// must be root or the guard's user (a link's own mode means nothing); its directory is
+/// judged by [`judge_directory`].
+pub fn judge_link(path: &Path) -> Result<(), Distrust> {
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| Distrust::Unreadable(format!("cannot stat {}: {e}", path.display())))?;
+    let euid = nix::unistd::geteuid().as_raw();
+    let p = perms(&meta);
+    if p.uid == 0 || p.uid == euid {
+        return Ok(());
+    }
+    Err(Distrust::Untrusted(format!(
+        "mask link {} is owned by another user ({}): another user could decide which \
+         config the guard, running as root, reads; fix: `chown -h root: {}`",
+        path.display(),
+        describe(p),
+        path.display()
+    )))
+}
+
+/// Every directory above `path` (see [`directories_above`]) by [`judge_dir`].
+fn judge_above(path: &Path, opened: &File, euid: u32) -> Result<(), Distrust> {
+    for dir in directories_above(path, opened) {
         let Ok(m) = std::fs::metadata(&dir) else {
             continue; // renamed away meanwhile: its new place is judged through the fd
         };
@@ -134,7 +173,7 @@ pub fn open_trusted(path: &Path) -> Result<File, Distrust> {
             return Err(refusal("directory", &dir, perms(&m), &problem));
         }
     }
-    Ok(file)
+    Ok(())
 }
 
 /// Every directory above the path as named, as written (a directory holding a symlink of

@@ -6,6 +6,16 @@ pub const DURATION_HELP: &str = "a string like \"500ms\", \"90s\", \"5m\", \"1h3
 pub const SIZE_HELP: &str =
     "a byte count or a string like \"512MiB\", \"2GiB\", \"2G\" (1024-based) or \"2GB\" (1000-based)";
 
+/// The longest duration a config value may be: every wait, timeout and backoff of the
+/// guard is minutes at most, and a bound keeps `Instant + Duration` from overflowing.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+pub const MAX_DURATION_TEXT: &str = "7d (168h)";
+
+/// The largest size a config value may be (1 PiB): far above any disk, far below any
+/// overflow of the arithmetic on it.
+pub const MAX_SIZE: u64 = 1 << 50;
+pub const MAX_SIZE_TEXT: &str = "1PiB (1024TiB)";
+
 /// Parses "1h30m", "90s", "500ms". Units are required: a bare "90" is ambiguous.
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();

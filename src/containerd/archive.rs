@@ -29,6 +29,11 @@ pub struct Verified {
     pub format: Format,
     pub names: Vec<String>,
     pub top: Option<Desc>,
+    /// The archive's files the wanted image is made of, each checked: blobs (OCI), or the
+    /// config and layers (docker).
+    pub parts: Vec<String>,
+    /// Its entry in `index.json` (OCI) or `manifest.json` (docker).
+    pub entry: Value,
 }
 
 /// The archive's regular files, by name (`./` stripped).
@@ -204,14 +209,16 @@ fn verify_oci(
     arch: &str,
 ) -> Result<Verified, String> {
     let index: Value = serde_json::from_slice(index).map_err(|e| format!("index.json: {e}"))?;
-    let (top, names) = index_entry(&index, wanted)?;
+    let (top, entry, names) = index_entry(&index, wanted)?;
     let top_data = checked_blob(files, &top)?;
+    let mut parts = vec![blob_path(&top.digest).unwrap_or_default()];
     let manifest_desc = if is_index(&top.media_type) {
         let v: Value =
             serde_json::from_slice(top_data).map_err(|e| format!("{}: {e}", top.digest))?;
         let m = pick_manifest(&v, os, arch)
             .ok_or_else(|| format!("{} has no {os}/{arch} manifest", top.digest))?;
         checked_blob(files, &m)?;
+        parts.push(blob_path(&m.digest).unwrap_or_default());
         m
     } else {
         top.clone()
@@ -220,20 +227,23 @@ fn verify_oci(
         .map_err(|e| format!("{}: {e}", manifest_desc.digest))?;
     let (config, layers) = manifest_parts(&manifest)
         .ok_or_else(|| format!("{} is not an image manifest", manifest_desc.digest))?;
-    checked_blob(files, &config)?;
-    for l in &layers {
-        checked_blob(files, l)?;
+    for d in std::iter::once(&config).chain(&layers) {
+        checked_blob(files, d)?;
+        parts.push(blob_path(&d.digest).unwrap_or_default());
     }
     Ok(Verified {
         format: Format::Oci,
         names,
         top: Some(top),
+        parts,
+        entry,
     })
 }
 
 /// The index entry naming `wanted` (by name or by its `@digest`; the only entry when there
-/// is one and no digest is asked for), and every name the index gives.
-fn index_entry(index: &Value, wanted: &str) -> Result<(Desc, Vec<String>), String> {
+/// is one and no digest is asked for), as a descriptor and as it is written, and every
+/// name the index gives.
+fn index_entry(index: &Value, wanted: &str) -> Result<(Desc, Value, Vec<String>), String> {
     let want_digest = wanted.split_once('@').map(|(_, d)| d.to_string());
     let plain = wanted.split('@').next().unwrap_or(wanted);
     let entries = index
@@ -241,7 +251,7 @@ fn index_entry(index: &Value, wanted: &str) -> Result<(Desc, Vec<String>), Strin
         .and_then(Value::as_array)
         .ok_or("index.json has no manifests")?;
     let mut names = Vec::new();
-    let mut chosen: Option<Desc> = None;
+    let mut chosen: Option<(Desc, &Value)> = None;
     for e in entries {
         let name = image_name(e.get("annotations"));
         let d = desc(e).ok_or("index.json has an entry without mediaType or digest")?;
@@ -249,13 +259,13 @@ fn index_entry(index: &Value, wanted: &str) -> Result<(Desc, Vec<String>), Strin
         let by_digest = want_digest.as_deref() == Some(d.digest.as_str());
         names.extend(name);
         if (by_name || by_digest) && chosen.is_none() {
-            chosen = Some(d);
+            chosen = Some((d, e));
         }
     }
     if chosen.is_none() && entries.len() == 1 && want_digest.is_none() {
-        chosen = entries.first().and_then(desc);
+        chosen = entries.first().and_then(|e| Some((desc(e)?, e)));
     }
-    let top = chosen.ok_or_else(|| {
+    let (top, entry) = chosen.ok_or_else(|| {
         format!(
             "index.json names no image {wanted} (it has: {})",
             names.join(", ")
@@ -266,7 +276,7 @@ fn index_entry(index: &Value, wanted: &str) -> Result<(Desc, Vec<String>), Strin
             "the archive's {wanted} is {}, not the configured digest",
             top.digest
         )),
-        _ => Ok((top, names)),
+        _ => Ok((top, entry.clone(), names)),
     }
 }
 
@@ -300,6 +310,7 @@ fn verify_docker(files: &Files, manifest: &[u8], wanted: &str) -> Result<Verifie
             diffs.len()
         ));
     }
+    let mut parts = vec![config_name.to_string()];
     for (layer, diff) in layers.iter().zip(&diffs) {
         let data = files
             .get(*layer)
@@ -308,11 +319,14 @@ fn verify_docker(files: &Files, manifest: &[u8], wanted: &str) -> Result<Verifie
         if &got != diff {
             return Err(format!("{layer} has digest {got}, the config says {diff}"));
         }
+        parts.push(layer.to_string());
     }
     Ok(Verified {
         format: Format::Docker,
         names,
         top: None,
+        parts,
+        entry: entry.clone(),
     })
 }
 
@@ -349,6 +363,47 @@ fn docker_config_diffs(files: &Files, config_name: &str) -> Result<Vec<String>, 
     let config: Value =
         serde_json::from_slice(config).map_err(|e| format!("{config_name}: {e}"))?;
     diff_ids(&config).ok_or_else(|| format!("{config_name} has no rootfs.diff_ids"))
+}
+
+/// A tar archive of exactly the verified image, named `name` and nothing else: its index
+/// (or manifest list) entry alone, its annotations (tags) replaced by `name`, and the files
+/// [`verify`] checked. `ctr images import` of the whole archive would import and name
+/// every image in it, retagging images the node already has.
+pub fn only_verified(files: &Files, v: &Verified, name: &str) -> Result<Vec<u8>, String> {
+    let mut entry = v.entry.clone();
+    let (list_name, list) = match v.format {
+        Format::Oci => {
+            entry["annotations"] = serde_json::json!({ "io.containerd.image.name": name });
+            let index = serde_json::json!({ "schemaVersion": 2, "manifests": [entry] });
+            ("index.json", index)
+        }
+        Format::Docker => {
+            entry["RepoTags"] = serde_json::json!([name]);
+            ("manifest.json", Value::Array(vec![entry]))
+        }
+    };
+    let list = serde_json::to_vec(&list).map_err(|e| format!("{list_name}: {e}"))?;
+    let mut out = tar::Builder::new(Vec::new());
+    let mut add = |path: &str, data: &[u8]| {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_entry_type(tar::EntryType::Regular);
+        out.append_data(&mut header, path, data)
+            .map_err(|e| format!("{path}: {e}"))
+    };
+    if v.format == Format::Oci {
+        add("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#)?;
+    }
+    add(list_name, &list)?;
+    let mut seen = std::collections::BTreeSet::new();
+    for part in v.parts.iter().filter(|p| seen.insert(p.as_str())) {
+        let data = files
+            .get(part)
+            .ok_or_else(|| format!("{part} is missing"))?;
+        add(part, data)?;
+    }
+    out.into_inner().map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -251,11 +251,79 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The PID serving `socket`, from the peer credentials of a fresh connection (SO_PEERCRED):
-/// exact, unlike a search by process name.
+/// exact, unlike a search by process name. The connect is bounded: it runs on the
+/// runtime's one thread, before a restart, while the repair lock is held.
 pub fn peer_pid(socket: &Path) -> Result<i32, String> {
-    let s = std::os::unix::net::UnixStream::connect(socket)
-        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    let s = connect_within(socket, PEER_CONNECT_BOUND).map_err(|e| e.to_string())?;
     let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
         .map_err(|e| format!("SO_PEERCRED on {}: {e}", socket.display()))?;
     Ok(cred.pid())
+}
+
+/// How long [`peer_pid`] waits for a listener with a full backlog to accept: containerd
+/// answered a moment ago, so a longer wait only delays the verdict.
+pub const PEER_CONNECT_BOUND: Duration = Duration::from_secs(2);
+
+/// Why a bounded connect did not connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectError {
+    /// A listener exists but its backlog stayed full for the whole bound: it does not
+    /// accept (a hung server).
+    Busy { socket: PathBuf, waited: Duration },
+    /// No listener (missing, refused) or no access.
+    Failed { socket: PathBuf, error: String },
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Busy { socket, waited } => write!(
+                f,
+                "{}: a listener exists but does not accept connections (its backlog stayed \
+                 full for {})",
+                socket.display(),
+                format_duration(*waited)
+            ),
+            ConnectError::Failed { socket, error } => write!(f, "{}: {error}", socket.display()),
+        }
+    }
+}
+
+/// Connects to a unix socket without ever blocking past `bound`. A blocking `connect` to a
+/// listener whose backlog is full waits until the server accepts, which a hung server never
+/// does; non-blocking, the kernel says EAGAIN at once, so this retries (paced) until the
+/// bound passes. The returned stream is non-blocking.
+pub fn connect_within(
+    socket: &Path,
+    bound: Duration,
+) -> Result<std::os::unix::net::UnixStream, ConnectError> {
+    use nix::errno::Errno;
+    use nix::sys::socket::{connect, socket as new_socket, AddressFamily, SockFlag, SockType};
+    use std::os::fd::AsRawFd;
+    let failed = |error: String| ConnectError::Failed {
+        socket: socket.to_path_buf(),
+        error,
+    };
+    let addr = nix::sys::socket::UnixAddr::new(socket).map_err(|e| failed(e.to_string()))?;
+    let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
+    let fd = new_socket(AddressFamily::Unix, SockType::Stream, flags, None)
+        .map_err(|e| failed(e.desc().to_string()))?;
+    let start = Instant::now();
+    let mut pause = Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
+    loop {
+        match connect(fd.as_raw_fd(), &addr) {
+            Ok(()) => return Ok(std::os::unix::net::UnixStream::from(fd)),
+            Err(Errno::EAGAIN) => {}
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(failed(e.desc().to_string())),
+        }
+        let left = bound.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err(ConnectError::Busy {
+                socket: socket.to_path_buf(),
+                waited: bound,
+            });
+        }
+        std::thread::sleep(pause.next().min(left));
+    }
 }

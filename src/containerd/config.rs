@@ -3,6 +3,8 @@
 //! CRI snapshotter. A missing file means containerd's built-in defaults, as containerd
 //! itself behaves.
 
+mod imports;
+
 use std::path::{Path, PathBuf};
 use toml::Value;
 
@@ -49,7 +51,6 @@ impl ContainerdConfig {
     }
 }
 
-/// Reads `path` (already mapped through the host root). Errors name the file and key.
 /// The socket the guard talks to: `[containerd] socket` if set, else containerd's own
 /// `grpc.address`.
 pub fn socket(settings: &crate::config::Settings, cd: &ContainerdConfig) -> PathBuf {
@@ -60,31 +61,101 @@ pub fn socket(settings: &crate::config::Settings, cd: &ContainerdConfig) -> Path
         .unwrap_or_else(|| cd.address.clone())
 }
 
-pub fn load(path: &Path) -> Result<ContainerdConfig, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(ContainerdConfig::defaults())
-        }
-        Err(e) => {
-            return Err(format!(
-                "{}: cannot read containerd config: {e}",
-                path.display()
-            ))
-        }
-    };
-    parse(&text)
-        .map(|mut c| {
-            c.file = Some(path.to_path_buf());
-            c
-        })
-        .map_err(|e| format!("{}: {e}", path.display()))
+/// Why containerd's config could not be taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadError {
+    /// A file that is no config containerd could have started on: not a regular file,
+    /// over [`CONFIG_CAP`], or too many imports. Nothing of it was read past the check.
+    Refused(String),
+    /// A regular file that cannot be read or is not a valid config (names file and key).
+    Invalid(String),
 }
 
+impl LoadError {
+    pub fn text(&self) -> &str {
+        match self {
+            LoadError::Refused(t) | LoadError::Invalid(t) => t,
+        }
+    }
+}
+
+impl From<LoadError> for String {
+    fn from(e: LoadError) -> String {
+        e.text().to_string()
+    }
+}
+
+/// The largest config file (or import) read; real ones are a few KiB.
+pub const CONFIG_CAP: u64 = 1 << 20;
+
+/// Reads containerd's config at `path` as the guard's own host sees it (`path` already
+/// mapped through the host root; its imports are read in the same tree). Errors name the
+/// file and key.
+pub fn load(path: &Path) -> Result<ContainerdConfig, String> {
+    let path = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    load_in(Path::new("/"), &path).map_err(String::from)
+}
+
+/// Reads containerd's config at `path` as a process whose root directory is `tree` sees
+/// it (`/` for the host, `/proc/PID/root` for a running containerd), with its `imports`
+/// merged the way containerd merges them ([`imports::merged`]).
+pub fn load_in(tree: &Path, path: &Path) -> Result<ContainerdConfig, LoadError> {
+    let Some(table) = imports::merged(tree, path)? else {
+        return Ok(ContainerdConfig::defaults());
+    };
+    let shown = path.display();
+    let mut c = from_table(&table).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
+    c.file = Some(path.to_path_buf());
+    Ok(c)
+}
+
+/// Where a running containerd keeps its root, state and socket, computed as containerd
+/// does: its config (`--config`/`-c`, else [`DEFAULT_CONFIG`]) with the imports merged,
+/// then `--root`, `--state` and `--address`/`-a` from its command line over it. `proc` is
+/// its `/proc/PID`, read through its own root directory and working directory.
+pub fn effective(proc: &Path, args: &[String]) -> Result<ContainerdConfig, LoadError> {
+    use crate::host::proc::flag;
+    // A relative path is relative to the process's working directory, as it names it.
+    let cwd = std::fs::read_link(proc.join("cwd")).unwrap_or_else(|_| PathBuf::from("/"));
+    let in_cwd = |p: String| cwd.join(p);
+    let config = flag(args, "--config", Some("-c"))
+        .map(in_cwd)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+    let mut c = load_in(&proc.join("root"), &config)?;
+    if let Some(root) = flag(args, "--root", None).filter(|r| !r.is_empty()) {
+        c.root = in_cwd(root);
+    }
+    if let Some(state) = flag(args, "--state", None).filter(|s| !s.is_empty()) {
+        c.state = in_cwd(state);
+    }
+    if let Some(address) = flag(args, "--address", Some("-a")).filter(|a| !a.is_empty()) {
+        c.address = in_cwd(address);
+    }
+    Ok(c)
+}
+
+/// Parses config texts as if each imported the next, merged as [`imports::merge`] does
+/// (a pure entry point over the files' texts, for the fuzzer).
+pub fn parse_merged(texts: &[&str]) -> Result<ContainerdConfig, String> {
+    let mut merged = toml::Table::new();
+    for text in texts {
+        imports::merge(&mut merged, parse_table(text)?);
+    }
+    from_table(&merged)
+}
+
+/// Parses one config file's text (no imports followed).
 pub fn parse(text: &str) -> Result<ContainerdConfig, String> {
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| format!("not valid TOML: {}", e.message().trim()))?;
+    from_table(&parse_table(text)?)
+}
+
+fn parse_table(text: &str) -> Result<toml::Table, String> {
+    text.parse()
+        .map_err(|e: toml::de::Error| format!("not valid TOML: {}", e.message().trim()))
+}
+
+/// The guard's view of one (merged) config table.
+fn from_table(table: &toml::Table) -> Result<ContainerdConfig, String> {
     // containerd treats a file without `version` as version 1.
     let version = match table.get("version") {
         None => 1,
@@ -93,13 +164,13 @@ pub fn parse(text: &str) -> Result<ContainerdConfig, String> {
     };
     let mut c = ContainerdConfig::defaults();
     c.version = version;
-    if let Some(root) = get_str(&table, &["root"])? {
+    if let Some(root) = get_str(table, &["root"])? {
         c.root = absolute("root", root)?;
     }
-    if let Some(state) = get_str(&table, &["state"])? {
+    if let Some(state) = get_str(table, &["state"])? {
         c.state = absolute("state", state)?;
     }
-    if let Some(address) = get_str(&table, &["grpc", "address"])? {
+    if let Some(address) = get_str(table, &["grpc", "address"])? {
         c.address = absolute("grpc.address", address)?;
     }
     let (image_path, snap_path): (&[&str], &[&str]) = match version {
@@ -119,7 +190,7 @@ pub fn parse(text: &str) -> Result<ContainerdConfig, String> {
     if version == 3 {
         c.sandbox_image = DEFAULT_SANDBOX_V3.into();
     }
-    if let Some(image) = get_str(&table, image_path)? {
+    if let Some(image) = get_str(table, image_path)? {
         c.sandbox_image = image.to_string();
         c.sandbox_image_key = match version {
             1 => "plugins.cri.sandbox_image",
@@ -127,7 +198,7 @@ pub fn parse(text: &str) -> Result<ContainerdConfig, String> {
             _ => "plugins.\"io.containerd.cri.v1.images\".pinned_images.sandbox",
         };
     }
-    if let Some(snapshotter) = get_str(&table, snap_path)? {
+    if let Some(snapshotter) = get_str(table, snap_path)? {
         c.snapshotter = snapshotter.to_string();
     }
     Ok(c)

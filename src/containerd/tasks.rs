@@ -134,3 +134,23 @@ pub async fn delete(conn: &Conn, ns: &str, id: &str) -> Result<(), RpcError> {
         .await
         .map(|_| ())
 }
+
+/// The runtime containerd recorded for container `id` in `ns` (`io.containerd.runc.v2`,
+/// `io.containerd.kata.v2`, ...); `Ok(None)` when containerd no longer has the container.
+pub async fn runtime_of(conn: &Conn, ns: &str, id: &str) -> Result<Option<String>, RpcError> {
+    use containerd_client::services::v1::containers_client::ContainersClient;
+    use containerd_client::services::v1::GetContainerRequest;
+    let mut containers = ContainersClient::new(conn.channel.clone());
+    let req = GetContainerRequest { id: id.to_string() };
+    let got = conn
+        .call(
+            "Containers.Get",
+            containers.get(conn.request(req, Some(ns))),
+        )
+        .await;
+    match got {
+        Ok(r) => Ok(r.container.and_then(|c| c.runtime).map(|r| r.name)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}

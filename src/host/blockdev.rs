@@ -163,6 +163,54 @@ fn partition_of(host: &Host, sys: &Path) -> Option<super::superblock::PartitionI
         .flatten()
 }
 
+/// A mounted btrfs filesystem and the block devices behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BtrfsDevices {
+    /// The filesystem's UUID (its fsid).
+    pub fsid: String,
+    /// Every device the kernel lists for it (`/sys/fs/btrfs/<fsid>/devices`): name and number.
+    pub devices: Vec<(String, DevNum)>,
+}
+
+/// The devices behind a btrfs mount whose mountinfo source is `source`. btrfs shows an
+/// anonymous device number in mountinfo (`0:N`, one per subvolume), never its disk's, so
+/// the disk is found from the source instead: the device node there carries the filesystem
+/// (its fsid, read from the superblock), and the kernel's list of that mounted
+/// filesystem's devices must include it, or the source does not describe this mount.
+pub fn btrfs_devices(host: &Host, source: &str) -> Result<BtrfsDevices, String> {
+    let node = host.path(source);
+    let source_dev = match block_dev(&node) {
+        Ok(Some(dev)) => dev,
+        Ok(None) => return Err(format!("the mount's source {source} is not a block device")),
+        Err(e) => return Err(format!("the mount's source {source}: {e}")),
+    };
+    let fsid = match read_identity(&node) {
+        Ok(Some(id)) if id.fstype == "btrfs" => id.uuid,
+        Ok(_) => return Err(format!("{source} carries no btrfs superblock")),
+        Err(e) => return Err(format!("cannot read the superblock of {source}: {e}")),
+    };
+    let dir = host.sys(format!("fs/btrfs/{fsid}/devices"));
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut devices: Vec<(String, DevNum)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let dev = std::fs::read_to_string(e.path().join("dev")).ok()?;
+            Some((
+                e.file_name().to_string_lossy().into_owned(),
+                DevNum::parse(&dev)?,
+            ))
+        })
+        .collect();
+    devices.sort();
+    if !devices.iter().any(|(_, d)| *d == source_dev) {
+        return Err(format!(
+            "{source} ({source_dev}) is not among the devices the kernel lists in {}",
+            dir.display()
+        ));
+    }
+    Ok(BtrfsDevices { fsid, devices })
+}
+
 /// `Ok(Some)` for a block device, `Ok(None)` for anything else, `Err` when absent.
 pub fn block_dev(path: &Path) -> std::io::Result<Option<DevNum>> {
     use std::os::unix::fs::MetadataExt;

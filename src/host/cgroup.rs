@@ -105,10 +105,11 @@ pub fn parse_procs(text: &str) -> Vec<i32> {
 }
 
 /// Kills every process in the cgroup `path` and removes it. v2 (`cgroup.kill`) when the
-/// host is unified; else v1: freeze, SIGKILL each pid, thaw (so nothing forks in between).
-/// `still_ours` is asked right before the signals, with the pids about to be killed: the
-/// caller re-checks each one's start time and cgroup. Waits up to `wait` for the cgroup to
-/// empty. Returns what was killed.
+/// host is unified; else v1: freeze, read its pids, re-check, SIGKILL each pid, thaw (so
+/// nothing forks, exits or has its pid reused in between). `still_ours` is asked right
+/// before the signals, with the pids about to be killed: the caller re-checks each one's
+/// start time and cgroup; when it refuses, nothing is killed. Waits up to `wait` for the
+/// cgroup to empty. Returns what was killed.
 pub fn kill_cgroup(
     host: &Host,
     path: &str,
@@ -121,35 +122,47 @@ pub fn kill_cgroup(
         .iter()
         .find(|d| d.join("cgroup.procs").exists())
         .ok_or_else(|| format!("no cgroup {path} on this host"))?;
-    let pids = procs(main)?;
-    still_ours(&pids)?;
-    if unified {
+    let pids = if unified {
+        let pids = procs(main)?;
+        still_ours(&pids)?;
         std::fs::write(main.join("cgroup.kill"), "1")
             .map_err(|e| format!("{}: {e}", main.join("cgroup.kill").display()))?;
+        pids
     } else {
-        kill_v1(host, path, &pids)?;
-    }
+        kill_v1(host, path, main, still_ours)?
+    };
     wait_empty(main, wait)?;
     remove(&dirs);
     Ok(pids)
 }
 
-fn kill_v1(host: &Host, path: &str, pids: &[i32]) -> Result<(), String> {
+/// v1: the freezer holds every process of the cgroup still while its pids are read,
+/// re-checked and signalled; thawed again whatever the re-check says.
+fn kill_v1(
+    host: &Host,
+    path: &str,
+    main: &Path,
+    still_ours: &dyn Fn(&[i32]) -> Result<(), String>,
+) -> Result<Vec<i32>, String> {
     let freezer = host
         .sys("fs/cgroup/freezer")
         .join(path.trim_start_matches('/'))
         .join("freezer.state");
     let frozen = std::fs::write(&freezer, "FROZEN").is_ok();
-    for pid in pids {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(*pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    let killed = procs(main).and_then(|pids| {
+        still_ours(&pids)?;
+        for pid in &pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        Ok(pids)
+    });
     if frozen {
         std::fs::write(&freezer, "THAWED").map_err(|e| format!("{}: {e}", freezer.display()))?;
     }
-    Ok(())
+    killed
 }
 
 fn wait_empty(dir: &Path, wait: Duration) -> Result<(), String> {

@@ -74,6 +74,9 @@ pub struct MountTable {
     pub entries: Vec<MountEntry>,
 }
 
+/// The most of a mount table the guard reads: about 40,000 mounts.
+pub const MOUNTINFO_CAP: u64 = 8 << 20;
+
 impl MountTable {
     pub fn parse(text: &str) -> Result<MountTable, String> {
         let entries = text
@@ -87,9 +90,16 @@ impl MountTable {
         Ok(MountTable { entries })
     }
 
+    /// Reads at most [`MOUNTINFO_CAP`] bytes: a process's mount table grows with every pod
+    /// (each sandbox and container adds mounts), and the guard's memory must not.
     pub fn read(path: &Path) -> Result<MountTable, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        MountTable::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let shown = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let file = std::fs::File::open(path).map_err(|e| shown(&e))?;
+        let bytes = crate::host::read_at_most(file, MOUNTINFO_CAP)
+            .map_err(|e| shown(&e))?
+            .ok_or_else(|| shown(&format!("larger than {} MiB", MOUNTINFO_CAP >> 20)))?;
+        let text = String::from_utf8_lossy(&bytes);
+        MountTable::parse(&text).map_err(|e| shown(&e))
     }
 
     /// The mount visible at exactly `path`: the last one stacked there wins.
@@ -176,6 +186,17 @@ pub fn unescape(field: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mount_table_over_the_cap_is_refused_naming_it_not_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mountinfo");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(MOUNTINFO_CAP + 1).unwrap(); // sparse: costs no disk
+        let e = MountTable::read(&path).unwrap_err();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(e.contains("larger than 8 MiB"), "{e}");
+    }
 
     fn fixture(name: &str) -> MountTable {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,63 +1,205 @@
-//! containerd processes in `/proc`, found by executable name and by the root they use.
+//! containerd processes in `/proc`, found by executable name, by root directory and by the
+//! root they use. Everything here is read from processes the guard does not own, so every
+//! read is bounded, never blocks and opens nothing but regular files ([`read_bounded`]).
 
 use crate::host::Host;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-/// containerd processes that use `root`: by executable name *and* root (its `--root`
-/// flag, or the `root` of the config file it was started with).
-pub fn processes_for_root(host: &Host, root: &Path) -> Vec<(i32, String)> {
-    let Ok(entries) = std::fs::read_dir(host.path("/proc")) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else {
-            continue;
-        };
-        if comm.trim() != "containerd" {
-            continue;
-        }
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args = cmdline_args(&raw);
-        if uses_root(host, pid, &args, root) {
-            found.push((pid, args.join(" ")));
-        }
-    }
-    found.sort();
-    found
+/// Caps on what is read from a process the guard does not own (the kernel's own limits
+/// where there is one: `comm` is 16 bytes, a `stat` line well under 1 KiB).
+pub const COMM_CAP: u64 = 64;
+pub const CMDLINE_CAP: u64 = 128 << 10;
+pub const STAT_CAP: u64 = 4 << 10;
+pub const CGROUP_CAP: u64 = 64 << 10;
+/// `/proc/locks` of a busy node: about 70 bytes a lock, some 60,000 locks.
+pub const LOCKS_CAP: u64 = 4 << 20;
+
+/// Whether the last component of a path may be a symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// `/proc` files and anything else where a symlink means someone planted it.
+    Refuse,
+    /// A config path: containerd follows links, and so does the guard.
+    Follow,
 }
 
-/// Whether a containerd with this command line uses `root`. `--root` decides; else the
-/// root in the file given with `--config`/`-c` (read through the process's own root and
-/// working directory), or in containerd's default config file when none is given. When
-/// its config cannot be read, the answer is yes: fail closed rather than miss a runtime.
-fn uses_root(host: &Host, pid: i32, args: &[String], root: &Path) -> bool {
-    if let Some(r) = flag(args, "--root", None) {
-        return Path::new(&r) == root;
+/// Reads a file someone else may control: at most `cap` bytes, never blocking, and only a
+/// regular file. The path is first opened with `O_PATH` (which never calls a device's
+/// `open`: `/dev/watchdog` is not armed, a FIFO does not wait for a writer), checked with
+/// `fstat`, and only then reopened for reading through that same descriptor. Errors name
+/// the path and why; a file over the cap is an error, not a truncated read.
+pub fn read_bounded(path: &Path, cap: u64, links: Links) -> Result<Vec<u8>, ReadError> {
+    let mut flags = nix::libc::O_PATH | nix::libc::O_CLOEXEC;
+    if links == Links::Refuse {
+        flags |= nix::libc::O_NOFOLLOW;
     }
-    let config = flag(args, "--config", Some("-c"))
-        .unwrap_or_else(|| crate::containerd::config::DEFAULT_CONFIG.to_string());
-    let config = Path::new(&config);
-    let seen_by_process = if config.is_absolute() {
-        host.proc(format!("{pid}/root"))
-            .join(config.strip_prefix("/").unwrap_or(config))
-    } else {
-        host.proc(format!("{pid}/cwd")).join(config)
-    };
-    let file = if seen_by_process.exists() || !config.is_absolute() {
-        seen_by_process
-    } else {
-        host.path(config)
-    };
-    match crate::containerd::config::load(&file) {
-        Ok(c) => c.root == root,
-        Err(_) => true,
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| ReadError::Io(format!("{}: {e}", path.display()), e.kind()))?;
+    let meta = handle
+        .metadata()
+        .map_err(|e| ReadError::Io(format!("{}: {e}", path.display()), e.kind()))?;
+    if !meta.file_type().is_file() {
+        return Err(ReadError::Refused(format!(
+            "{} is not a regular file ({}): not read",
+            path.display(),
+            kind_of(&meta)
+        )));
     }
+    if meta.len() > cap {
+        return Err(ReadError::Refused(too_big(path, cap)));
+    }
+    use std::os::fd::AsRawFd;
+    let reopened = Path::new("/proc/self/fd").join(handle.as_raw_fd().to_string());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(&reopened)
+        .map_err(|e| ReadError::Io(format!("{}: {e}", path.display()), e.kind()))?;
+    // `/proc` files report size 0: the cap is enforced on what is read, too.
+    match super::read_at_most(file, cap) {
+        Ok(Some(data)) => Ok(data),
+        Ok(None) => Err(ReadError::Refused(too_big(path, cap))),
+        Err(e) => Err(ReadError::Io(format!("{}: {e}", path.display()), e.kind())),
+    }
+}
+
+/// Why [`read_bounded`] gave nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// Not a regular file, a symlink where none is expected, or over the cap: nothing a
+    /// real containerd (or the kernel) would hand out; reading it could hang or exhaust.
+    Refused(String),
+    /// The open or read failed (gone, not permitted).
+    Io(String, std::io::ErrorKind),
+}
+
+impl ReadError {
+    pub fn text(&self) -> &str {
+        match self {
+            ReadError::Refused(t) | ReadError::Io(t, _) => t,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadError::Io(_, std::io::ErrorKind::NotFound))
+    }
+}
+
+fn too_big(path: &Path, cap: u64) -> String {
+    format!(
+        "{} holds more than {cap} bytes: not read (the guard reads at most that)",
+        path.display()
+    )
+}
+
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    match () {
+        _ if t.is_dir() => "a directory",
+        _ if t.is_symlink() => "a symlink",
+        _ if t.is_fifo() => "a FIFO",
+        _ if t.is_char_device() => "a character device",
+        _ if t.is_block_device() => "a block device",
+        _ if t.is_socket() => "a socket",
+        _ => "not a file",
+    }
+}
+
+/// A `/proc/PID/NAME` file as text, bounded ([`read_bounded`], no symlink).
+pub fn read_proc_file(host: &Host, pid: i32, name: &str, cap: u64) -> Result<String, ReadError> {
+    let path = host.proc(format!("{pid}/{name}"));
+    read_bounded(&path, cap, Links::Refuse).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// `/proc/locks`, bounded: `None` when it cannot be read or is over [`LOCKS_CAP`].
+pub fn read_locks(host: &Host) -> Vec<FileLock> {
+    read_bounded(&host.proc("locks"), LOCKS_CAP, Links::Refuse)
+        .map(|b| parse_locks(&String::from_utf8_lossy(&b)))
+        .unwrap_or_default()
+}
+
+/// containerd processes as [`processes_for_root`] saw them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Containerds {
+    /// The host's containerds that use the root: (pid, command line).
+    pub using_root: Vec<(i32, String)>,
+    /// Processes named containerd that were not counted, each with the reason: evidence,
+    /// so that leaving one out is never silent.
+    pub not_counted: Vec<String>,
+}
+
+/// The host's containerd processes that use `root`: named `containerd`, running in the
+/// host's root directory (a pod's or a chroot's containerd is not the host's), and using
+/// `root` as containerd computes it from its flags and config
+/// ([`crate::containerd::config::effective`]).
+pub fn processes_for_root(host: &Host, root: &Path) -> Containerds {
+    let mut seen = Containerds::default();
+    for pid in pids(host) {
+        match read_proc_file(host, pid, "comm", COMM_CAP) {
+            Ok(comm) if comm.trim_end_matches('\n') == "containerd" => {}
+            _ => continue,
+        }
+        match judge_containerd(host, pid, root) {
+            Ok(Some(cmdline)) => seen.using_root.push((pid, cmdline)),
+            Ok(None) => {}
+            Err(why) => seen
+                .not_counted
+                .push(format!("pid {pid} (containerd): {why}")),
+        }
+    }
+    seen
+}
+
+/// `Ok(Some(cmdline))` when this containerd is the host's and uses `root`, `Ok(None)` when
+/// it uses another root, `Err(why)` when it is not counted for another reason.
+fn judge_containerd(host: &Host, pid: i32, root: &Path) -> Result<Option<String>, String> {
+    let raw = read_bounded(
+        &host.proc(format!("{pid}/cmdline")),
+        CMDLINE_CAP,
+        Links::Refuse,
+    )
+    .map_err(|e| e.text().to_string())?;
+    let args = cmdline_args(&raw);
+    host_root_directory(host, pid)?;
+    match crate::containerd::config::effective(&host.proc(pid.to_string()), &args) {
+        Ok(c) => Ok((c.root == root).then(|| args.join(" "))),
+        // containerd itself cannot have started on such a file: not the host's runtime.
+        Err(crate::containerd::config::LoadError::Refused(why)) => {
+            Err(format!("its config is refused: {why}"))
+        }
+        // Its config cannot be read or parsed now (changed since it started?): counted,
+        // fail closed rather than miss a runtime.
+        Err(crate::containerd::config::LoadError::Invalid(_)) => Ok(Some(args.join(" "))),
+    }
+}
+
+/// Whether `pid`'s root directory is the host's (the same `dev:ino` as the root the guard
+/// reads the host through: `/` on a live node, the fixture tree in tests). A pod's
+/// process (DinD, kind) or a chrooted one sees another tree, whatever its config says.
+fn host_root_directory(host: &Host, pid: i32) -> Result<(), String> {
+    let id = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| (m.dev(), m.ino()))
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let theirs = id(&host.proc(format!("{pid}/root")))?;
+    let ours = id(&host.path("/"))?;
+    if theirs == ours {
+        return Ok(());
+    }
+    let show =
+        |(dev, ino): (u64, u64)| format!("{}:{ino}", crate::host::mountinfo::DevNum::from_raw(dev));
+    Err(format!(
+        "runs in another root directory ({}, the host's is {}): a pod's or a chroot's \
+         containerd, not the host's",
+        show(theirs),
+        show(ours)
+    ))
 }
 
 /// `/proc/PID/cmdline`: NUL-separated arguments, empty ones dropped.
@@ -68,24 +210,50 @@ pub fn cmdline_args(raw: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// The value of `--name VALUE`, `--name=VALUE` or the short form `-c VALUE`/`-cVALUE`.
+/// containerd's global flags that take a value (Go's `flag` package, through urfave/cli):
+/// a flag not listed here is a boolean and takes none.
+const VALUE_FLAGS: &[&str] = &[
+    "config",
+    "c",
+    "log-level",
+    "l",
+    "address",
+    "a",
+    "root",
+    "state",
+];
+
+/// The value of a flag as containerd parses it (Go's `flag` package): `-name VALUE`,
+/// `--name VALUE`, `-name=VALUE` or `--name=VALUE`, the last one winning; parsing stops at
+/// the first argument that is not a flag, and at `--`. `short` is the one-letter alias.
 pub fn flag(args: &[String], long: &str, short: Option<&str>) -> Option<String> {
+    let names = [
+        Some(long.trim_start_matches('-')),
+        short.map(|s| s.trim_start_matches('-')),
+    ];
+    let mut found = None;
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
-        if let Some(v) = a.strip_prefix(long).and_then(|r| r.strip_prefix('=')) {
-            return Some(v.to_string());
+        let Some(body) = a.strip_prefix("--").or_else(|| a.strip_prefix('-')) else {
+            break; // a subcommand or operand: flags end here
+        };
+        if body.is_empty() || a == "--" {
+            break;
         }
-        if a == long || short == Some(a.as_str()) {
-            return it.next().cloned();
-        }
-        if let Some(v) = short
-            .and_then(|s| a.strip_prefix(s))
-            .filter(|v| !v.is_empty())
-        {
-            return Some(v.to_string());
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (body, None),
+        };
+        let value = match inline {
+            Some(v) => Some(v),
+            None if VALUE_FLAGS.contains(&name) => it.next().cloned(),
+            None => None,
+        };
+        if names.contains(&Some(name)) {
+            found = value;
         }
     }
-    None
+    found
 }
 
 /// One process as `/proc/PID` shows it.
@@ -111,22 +279,26 @@ pub fn parse_stat(stat: &str) -> Option<(i32, u64)> {
     Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
 }
 
-/// Reads one process; `None` when it is gone (or not readable).
+/// Reads one process, bounded ([`read_bounded`]); `None` when it is gone (or not readable).
 pub fn read_proc(host: &Host, pid: i32) -> Option<ProcInfo> {
-    let dir = host.proc(pid.to_string());
-    let (ppid, start_ticks) = parse_stat(&std::fs::read_to_string(dir.join("stat")).ok()?)?;
-    let raw = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-    let cmdline = cmdline_args(&raw);
+    let read = |name, cap| read_proc_file(host, pid, name, cap);
+    let (ppid, start_ticks) = parse_stat(&read("stat", STAT_CAP).ok()?)?;
+    let raw = read_bounded(
+        &host.proc(format!("{pid}/cmdline")),
+        CMDLINE_CAP,
+        Links::Refuse,
+    )
+    .unwrap_or_default();
     Some(ProcInfo {
         pid,
         ppid,
-        comm: std::fs::read_to_string(dir.join("comm"))
+        comm: read("comm", COMM_CAP)
             .unwrap_or_default()
             .trim()
             .to_string(),
-        cmdline: cmdline.join(" "),
+        cmdline: cmdline_args(&raw).join(" "),
         start_ticks,
-        cgroup: std::fs::read_to_string(dir.join("cgroup")).ok()?,
+        cgroup: read("cgroup", CGROUP_CAP).ok()?,
     })
 }
 
@@ -233,15 +405,85 @@ fn decode_ip(hex: &str) -> Option<String> {
     }
 }
 
-/// What a process holds open: `(path, dev, inode)` of each fd, and its socket inodes.
-pub fn open_files(host: &Host, pid: i32) -> (Vec<(String, u64, u64)>, Vec<u64>) {
+/// What one process holds open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenFiles {
+    /// `(path, dev, inode)` of each fd that is not a socket.
+    pub files: Vec<(String, u64, u64)>,
+    /// The inodes of its sockets.
+    pub sockets: Vec<u64>,
+}
+
+/// The fd a pass was asking about: `stat` of its target had not returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StuckAt {
+    pub pid: i32,
+    pub fd: String,
+    pub target: String,
+}
+
+/// What the helper thread of [`open_files_in_background`] reports, in order.
+#[derive(Debug)]
+pub enum Progress {
+    /// About to `stat` this fd's target.
+    Asking(StuckAt),
+    Read(i32, OpenFiles),
+}
+
+/// One pass over some processes' open files, as far as it got.
+#[derive(Debug, Default)]
+pub struct OpenFilesPass {
+    pub read: std::collections::BTreeMap<i32, OpenFiles>,
+    /// Where the pass stood when last heard from, while a `stat` was outstanding.
+    pub stuck: Option<StuckAt>,
+}
+
+impl OpenFilesPass {
+    /// Takes what the thread has reported so far; true once the pass is complete.
+    pub fn take(&mut self, from: &std::sync::mpsc::Receiver<Progress>) -> bool {
+        use std::sync::mpsc::TryRecvError;
+        loop {
+            match from.try_recv() {
+                Ok(Progress::Asking(at)) => self.stuck = Some(at),
+                Ok(Progress::Read(pid, open)) => {
+                    self.stuck = None;
+                    self.read.insert(pid, open);
+                }
+                Err(TryRecvError::Empty) => return false,
+                Err(TryRecvError::Disconnected) => return true,
+            }
+        }
+    }
+}
+
+/// Reads what each of `pids` holds open on one helper thread, reporting as it goes. `stat`
+/// of an fd's target asks its filesystem, which may never answer (a dead hard-mounted NFS
+/// server, a hung FUSE daemon): the caller waits with its own deadline and, when it
+/// passes, leaves the thread behind (a blocked `stat` cannot be cancelled; the thread
+/// ends with the process).
+pub fn open_files_in_background(host: &Host, pids: &[i32]) -> std::sync::mpsc::Receiver<Progress> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (host, pids) = (host.clone(), pids.to_vec());
+    std::thread::spawn(move || {
+        for pid in pids {
+            let open = open_files(&host, pid, &mut |at| {
+                let _ = tx.send(Progress::Asking(at));
+            });
+            if tx.send(Progress::Read(pid, open)).is_err() {
+                return; // nobody waits any more
+            }
+        }
+    });
+    rx
+}
+
+/// What a process holds open. `asking` is told about each `stat` before it is made.
+fn open_files(host: &Host, pid: i32, asking: &mut dyn FnMut(StuckAt)) -> OpenFiles {
     use std::os::unix::fs::MetadataExt;
-    let dir = host.proc(format!("{pid}/fd"));
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return (Vec::new(), Vec::new());
+    let mut open = OpenFiles::default();
+    let Ok(entries) = std::fs::read_dir(host.proc(format!("{pid}/fd"))) else {
+        return open;
     };
-    let mut files = Vec::new();
-    let mut sockets = Vec::new();
     for e in entries.flatten() {
         let Ok(link) = std::fs::read_link(e.path()) else {
             continue;
@@ -251,31 +493,42 @@ pub fn open_files(host: &Host, pid: i32) -> (Vec<(String, u64, u64)>, Vec<u64>) 
             .strip_prefix("socket:[")
             .and_then(|s| s.strip_suffix(']'))
         {
-            sockets.extend(inode.parse::<u64>().ok());
-        } else if let Ok(m) = std::fs::metadata(e.path()) {
-            files.push((link, m.dev(), m.ino()));
+            open.sockets.extend(inode.parse::<u64>().ok());
+            continue;
+        }
+        asking(StuckAt {
+            pid,
+            fd: e.file_name().to_string_lossy().into_owned(),
+            target: link.clone(),
+        });
+        if let Ok(m) = std::fs::metadata(e.path()) {
+            open.files.push((link, m.dev(), m.ino()));
         }
     }
-    (files, sockets)
+    open
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
     #[test]
-    fn root_flag_forms() {
-        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let root = |v: &[&str]| flag(&a(v), "--root", None);
+    fn flags_are_parsed_as_gos_flag_package_does() {
+        let root = |v: &[&str]| flag(&args(v), "--root", None);
+        let config = |v: &[&str]| flag(&args(v), "--config", Some("-c"));
+        let address = |v: &[&str]| flag(&args(v), "--address", Some("-a"));
         assert_eq!(root(&["containerd", "--root", "/x"]), Some("/x".into()));
         assert_eq!(root(&["containerd", "--root=/y"]), Some("/y".into()));
+        assert_eq!(root(&["containerd", "-root", "/z"]), Some("/z".into()));
         assert_eq!(root(&["containerd"]), None);
-        let config = |v: &[&str]| flag(&a(v), "--config", Some("-c"));
         assert_eq!(
             config(&["containerd", "-c", "/a.toml"]),
             Some("/a.toml".into())
         );
-        assert_eq!(config(&["containerd", "-c/b.toml"]), Some("/b.toml".into()));
         assert_eq!(
             config(&["containerd", "--config=/d.toml"]),
             Some("/d.toml".into())
@@ -284,53 +537,177 @@ mod tests {
             config(&["containerd", "--config", "/e.toml"]),
             Some("/e.toml".into())
         );
+        // The last one wins.
+        assert_eq!(
+            config(&["containerd", "-c", "/1", "--config", "/2"]),
+            Some("/2".into())
+        );
+        // Go has no attached short values: `-c/b.toml` is a flag named "c/b.toml".
+        assert_eq!(config(&["containerd", "-c/b.toml"]), None);
+        // A value flag takes the next argument even when it looks like a flag.
+        assert_eq!(
+            address(&["containerd", "-l", "debug", "-a", "/s.sock"]),
+            Some("/s.sock".into())
+        );
+        assert_eq!(root(&["containerd", "--state", "--root", "x"]), None);
+        // Flags end at the first operand (a subcommand) and at `--`.
+        assert_eq!(root(&["containerd", "config", "--root", "/w"]), None);
+        assert_eq!(root(&["containerd", "--", "--root", "/w"]), None);
+        // A boolean flag takes no value.
+        assert_eq!(
+            root(&["containerd", "--help", "--root", "/v"]),
+            Some("/v".into())
+        );
+    }
+
+    fn write_proc(host: &Host, pid: &str, comm: &str, cmdline: &str, root: &str) {
+        let d = host.path(format!("/proc/{pid}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("comm"), comm).unwrap();
+        std::fs::write(d.join("cmdline"), cmdline).unwrap();
+        // `/proc/PID/root` as the kernel shows it: a link to the process's root directory.
+        std::os::unix::fs::symlink(root, d.join("root")).unwrap();
     }
 
     #[test]
-    fn fixture_proc_tree_finds_only_matching_containerd() {
+    fn fixture_proc_tree_finds_only_the_hosts_matching_containerd() {
         let tmp = tempfile::tempdir().unwrap();
         let host = Host::at(tmp.path());
-        for (pid, comm, cmdline) in [
-            ("100", "containerd\n", "/usr/bin/containerd\0"),
-            ("200", "containerd\n", "containerd\0--root\0/other\0"),
-            ("300", "containerd-shim\n", "containerd-shim-runc-v2\0"),
+        std::fs::create_dir_all(host.path("/jail/etc/containerd")).unwrap();
+        for (pid, comm, cmdline, root) in [
+            ("100", "containerd\n", "/usr/bin/containerd\0", "../.."),
+            (
+                "200",
+                "containerd\n",
+                "containerd\0--root\0/other\0",
+                "../..",
+            ),
+            (
+                "300",
+                "containerd-shim\n",
+                "containerd-shim-runc-v2\0",
+                "../..",
+            ),
             // Its own config names another root: not ours (e.g. a test's containerd).
-            ("400", "containerd\n", "containerd\0--config\0/other.toml\0"),
+            (
+                "400",
+                "containerd\n",
+                "containerd\0--config\0/other.toml\0",
+                "../..",
+            ),
             // Its own config names our root.
-            ("500", "containerd\n", "containerd\0-c\0/ours.toml\0"),
-            // Its config cannot be read: counted, fail closed.
-            ("600", "containerd\n", "containerd\0--config=/broken.toml\0"),
+            (
+                "500",
+                "containerd\n",
+                "containerd\0-c\0/ours.toml\0",
+                "../..",
+            ),
+            // Its config cannot be parsed: counted, fail closed.
+            (
+                "600",
+                "containerd\n",
+                "containerd\0--config=/broken.toml\0",
+                "../..",
+            ),
             // No flags: containerd reads /etc/containerd/config.toml, here another root.
-            ("700", "containerd\n", "containerd\0"),
+            ("700", "containerd\n", "containerd\0", "../.."),
+            // A config that is no file: refused, said, not counted.
+            (
+                "800",
+                "containerd\n",
+                "containerd\0--config\0/dev-zero\0",
+                "../..",
+            ),
+            // A pod's (or chroot's) containerd: its own root directory, not the host's.
+            ("900", "containerd\n", "containerd\0", "../../jail"),
         ] {
-            let d = host.path(format!("/proc/{pid}"));
-            std::fs::create_dir_all(&d).unwrap();
-            std::fs::write(d.join("comm"), comm).unwrap();
-            std::fs::write(d.join("cmdline"), cmdline).unwrap();
+            write_proc(&host, pid, comm, cmdline, root);
         }
+        std::fs::create_dir(host.path("/dev-zero")).unwrap();
         std::fs::write(host.path("/other.toml"), "version = 2\nroot = \"/srv/x\"\n").unwrap();
         std::fs::write(host.path("/ours.toml"), "version = 2\n").unwrap();
         std::fs::write(host.path("/broken.toml"), "version = 2\nroot = 5\n").unwrap();
-        let found: Vec<i32> = processes_for_root(&host, Path::new("/var/lib/containerd"))
-            .into_iter()
-            .map(|(pid, _)| pid)
-            .collect();
-        assert_eq!(found, vec![100, 500, 600, 700]);
+        let found = || {
+            let seen = processes_for_root(&host, Path::new("/var/lib/containerd"));
+            let pids: Vec<i32> = seen.using_root.iter().map(|(pid, _)| *pid).collect();
+            (pids, seen.not_counted)
+        };
+        let (pids, not_counted) = found();
+        assert_eq!(pids, vec![100, 500, 600, 700]);
+        assert_eq!(not_counted.len(), 2, "{not_counted:?}");
+        assert!(not_counted[0].starts_with("pid 800") && not_counted[0].contains("a directory"));
+        assert!(not_counted[1].starts_with("pid 900"), "{not_counted:?}");
+        assert!(
+            not_counted[1].contains("another root directory"),
+            "{not_counted:?}"
+        );
         std::fs::create_dir_all(host.path("/etc/containerd")).unwrap();
         std::fs::write(
             host.path("/etc/containerd/config.toml"),
             "version = 2\nroot = \"/srv/y\"\n",
         )
         .unwrap();
-        let found: Vec<i32> = processes_for_root(&host, Path::new("/var/lib/containerd"))
-            .into_iter()
-            .map(|(pid, _)| pid)
-            .collect();
         assert_eq!(
-            found,
+            found().0,
             vec![500, 600],
             "flagless containerd uses /etc/containerd/config.toml"
         );
+    }
+
+    #[test]
+    fn the_open_files_pass_reads_a_live_process_to_the_end() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let held = std::fs::File::open(file.path()).unwrap();
+        let me = std::process::id() as i32;
+        let progress = open_files_in_background(&Host::live(), &[me, i32::MAX]);
+        let mut pass = OpenFilesPass::default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !pass.take(&progress) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pass did not finish"
+            );
+            std::thread::yield_now();
+        }
+        assert_eq!(pass.stuck, None, "a finished pass is stuck nowhere");
+        let path = file.path().display().to_string();
+        assert!(
+            pass.read[&me].files.iter().any(|(p, _, _)| *p == path),
+            "{path} not among {:?}",
+            pass.read[&me].files
+        );
+        assert_eq!(
+            pass.read[&i32::MAX],
+            OpenFiles::default(),
+            "no such process"
+        );
+        drop(held);
+    }
+
+    #[test]
+    fn bounded_reads_refuse_fifos_devices_symlinks_and_oversized_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let refused = |p: &Path, links| match read_bounded(p, 16, links) {
+            Err(ReadError::Refused(why)) => why,
+            other => panic!("{}: {other:?}", p.display()),
+        };
+        assert!(refused(&fifo, Links::Follow).contains("a FIFO"));
+        assert!(refused(Path::new("/dev/zero"), Links::Follow).contains("a character device"));
+        let big = tmp.path().join("big");
+        std::fs::write(&big, [b'x'; 17]).unwrap();
+        assert!(refused(&big, Links::Follow).contains("more than 16 bytes"));
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&big, &link).unwrap();
+        assert!(refused(&link, Links::Refuse).contains("a symlink"));
+        std::fs::write(&big, b"ok").unwrap();
+        assert_eq!(read_bounded(&link, 16, Links::Follow).unwrap(), b"ok");
+        // A /proc file reports size 0: the cap holds on what is read.
+        let cmdline = Path::new("/proc/self/cmdline");
+        assert!(refused(cmdline, Links::Refuse).contains("more than 16 bytes"));
+        let gone = read_bounded(&tmp.path().join("gone"), 16, Links::Refuse).unwrap_err();
+        assert!(gone.is_not_found(), "{gone:?}");
     }
 
     #[test]

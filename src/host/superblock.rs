@@ -252,6 +252,27 @@ mod tests {
     }
 
     #[test]
+    fn btrfs_label_and_uuid_match_what_mkfs_wrote() {
+        let img = mkfs(
+            "mkfs.btrfs",
+            &[
+                "-q",
+                "-f",
+                "-L",
+                "ephbtrfs",
+                "-U",
+                "22222222-3333-4444-8555-666666666666",
+            ],
+            256,
+        );
+        let id = read_identity(img.path()).unwrap().unwrap();
+        assert_eq!(id.fstype, "btrfs");
+        assert_eq!(id.label, "ephbtrfs");
+        // The fsid at 64 KiB + 0x20: the name of the filesystem's /sys/fs/btrfs directory.
+        assert_eq!(id.uuid, "22222222-3333-4444-8555-666666666666");
+    }
+
+    #[test]
     fn blank_device_has_no_identity() {
         let img = tempfile::NamedTempFile::new().unwrap();
         img.as_file().set_len(1 << 20).unwrap();

@@ -15,8 +15,10 @@ use crate::containerd::config::ContainerdConfig;
 /// Reads containerd's config named by `[containerd] config`. Its errors are configuration
 /// errors (exit 3): nothing is checked against a config the guard cannot read.
 pub fn containerd_config(ctx: &Context) -> Result<ContainerdConfig, String> {
-    let path = ctx.host.os_file(&ctx.loaded.settings.containerd.config);
-    crate::containerd::config::load(&path)
+    // Imports are read in the same tree as the file (the OS being checked).
+    let tree = ctx.host.os_file("/");
+    crate::containerd::config::load_in(&tree, &ctx.loaded.settings.containerd.config)
+        .map_err(String::from)
 }
 
 /// Phase 2 on a current-thread runtime (phase 1 never starts one).
@@ -71,7 +73,7 @@ pub fn publish_metrics(
     let warn = |e: String| {
         Finding::warn(Id::MetricsTextfile, "the metrics textfile was not written")
             .evidence(e)
-            .remedy("make the directory writable for root, or set [metrics] textfile = \"\" to turn metrics off")
+            .remedy("fix what `seen:` names (a read-only or full directory, one others may write, or state_dir), or set [metrics] textfile = \"\" to turn metrics off")
     };
     let state = crate::state::StateDir::open(&ctx.host, &settings.state_dir).map_err(warn)?;
     let mut kept = state.read_metrics();
@@ -86,7 +88,6 @@ pub fn publish_metrics(
         _ => None,
     };
     let text = crate::metrics::render(&kept, runtime.as_ref(), env!("CARGO_PKG_VERSION"));
-    crate::state::write_atomic(&path, text.as_bytes())
-        .map_err(|e| warn(format!("{}: {e}", path.display())))?;
+    crate::metrics::write_textfile(&path, text.as_bytes()).map_err(warn)?;
     saved.map_err(warn)
 }

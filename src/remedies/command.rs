@@ -2,6 +2,7 @@
 //! read at once. The outcome text carries its exit status and the tail of its output.
 
 use crate::config::units::format_duration;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -84,6 +85,82 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Stri
     }
 }
 
+/// Whether the restart command is tied to the containerd proven stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestartTie {
+    /// `systemctl restart UNIT` and the process is in that unit's cgroup: run it.
+    Tied(String),
+    /// `systemctl restart UNIT`, but the process is not that unit's (another runtime, a
+    /// k3s/rke2 beside a system containerd): refused, the text says pid, cgroup and unit.
+    Refused(String),
+    /// Any other command cannot be tied to a process; it runs, and the text says so.
+    Untied(String),
+}
+
+/// Ties `argv` to the process `pid` whose `/proc/PID/cgroup` is `cgroup` (pure).
+pub fn tie_restart(argv: &[String], pid: Option<i32>, cgroup: Option<&str>) -> RestartTie {
+    let command = argv.join(" ");
+    let Some(unit) = systemctl_restart_unit(argv) else {
+        return RestartTie::Untied(format!(
+            "`{command}` is not `systemctl restart UNIT`: the guard cannot tie it to the \
+             process proven stale{}",
+            pid.map_or(String::new(), |p| format!(" (pid {p})"))
+        ));
+    };
+    let Some(pid) = pid else {
+        return RestartTie::Untied(format!(
+            "no process serves containerd's socket: `{command}` is not tied to one"
+        ));
+    };
+    let Some((path, owner)) = cgroup.and_then(service_of_cgroup) else {
+        let path = cgroup.map_or("unreadable".to_string(), |c| c.trim().replace('\n', " "));
+        return RestartTie::Refused(format!(
+            "pid {pid} is in no systemd service (cgroup {path}), so `{command}` would not \
+             restart it but {unit}"
+        ));
+    };
+    match owner == unit {
+        true => RestartTie::Tied(format!("pid {pid} is {unit}'s (cgroup {path})")),
+        false => RestartTie::Refused(format!(
+            "pid {pid} belongs to {owner} (cgroup {path}), not {unit}: `{command}` would \
+             restart another runtime"
+        )),
+    }
+}
+
+/// `UNIT.service` from `systemctl [OPTIONS] restart UNIT[.service]`; `None` for any
+/// other command (another verb, several units, another unit type).
+pub fn systemctl_restart_unit(argv: &[String]) -> Option<String> {
+    let (prog, rest) = argv.split_first()?;
+    if Path::new(prog).file_name()? != "systemctl" {
+        return None;
+    }
+    let words: Vec<&String> = rest.iter().filter(|a| !a.starts_with('-')).collect();
+    let [verb, unit] = words.as_slice() else {
+        return None;
+    };
+    if verb.as_str() != "restart" || unit.contains(['*', '?', '[']) {
+        return None;
+    }
+    match unit.rsplit_once('.') {
+        None => Some(format!("{unit}.service")),
+        Some((_, "service")) => Some(unit.to_string()),
+        Some(_) => None,
+    }
+}
+
+/// The innermost systemd service of a `/proc/PID/cgroup` text, with its cgroup path:
+/// the `name=systemd` line (cgroup v1 and hybrid), else the unified `0::` line (v2).
+pub fn service_of_cgroup(text: &str) -> Option<(String, String)> {
+    let path_of = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.split_once(':').and_then(|(_, r)| r.strip_prefix(prefix)))
+    };
+    let path = path_of("name=systemd:").or_else(|| path_of(":"))?;
+    let unit = path.rsplit('/').find(|c| c.ends_with(".service"))?;
+    Some((path.to_string(), unit.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +188,91 @@ mod tests {
                     != Some("Z")
             })
             .unwrap_or(false)
+    }
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn only_systemctl_restart_of_one_service_names_a_unit() {
+        for (argv, want) in [
+            ("systemctl restart containerd", Some("containerd.service")),
+            (
+                "/usr/bin/systemctl restart containerd.service",
+                Some("containerd.service"),
+            ),
+            ("systemctl --no-block restart k3s", Some("k3s.service")),
+            ("systemctl try-restart containerd", None),
+            ("systemctl restart containerd k3s", None),
+            ("systemctl restart containerd.socket", None),
+            ("systemctl restart contain*", None),
+            ("/usr/local/bin/restart-containerd", None),
+            ("sh -c systemctl restart containerd", None),
+        ] {
+            assert_eq!(
+                systemctl_restart_unit(&words(argv)).as_deref(),
+                want,
+                "{argv}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_innermost_service_of_the_systemd_or_unified_line_owns_the_process() {
+        let hybrid = "12:memory:/system.slice/k3s.service\n\
+                      1:name=systemd:/system.slice/containerd.service\n\
+                      0::/system.slice/containerd.service\n";
+        let v2 = "0::/system.slice/rke2-server.service\n";
+        let nested = "0::/system.slice/k3s.service/containerd.service/sub\n";
+        let pod = "1:name=systemd:/kubepods/besteffort/pod1/abc\n0::/\n";
+        let unit = |t| service_of_cgroup(t).map(|(_, u)| u);
+        assert_eq!(unit(hybrid).as_deref(), Some("containerd.service"));
+        assert_eq!(unit(v2).as_deref(), Some("rke2-server.service"));
+        assert_eq!(unit(nested).as_deref(), Some("containerd.service"));
+        assert_eq!(unit(pod), None);
+        assert_eq!(unit(""), None);
+    }
+
+    #[test]
+    fn a_restart_runs_only_for_the_unit_the_stale_process_is_in() {
+        let cmd = words("systemctl restart containerd");
+        let k3s = "1:name=systemd:/system.slice/k3s.service\n";
+        let ours = "1:name=systemd:/system.slice/containerd.service\n";
+        assert!(matches!(
+            tie_restart(&cmd, Some(7), Some(ours)),
+            RestartTie::Tied(_)
+        ));
+        match tie_restart(&cmd, Some(7), Some(k3s)) {
+            RestartTie::Refused(t) => {
+                for part in [
+                    "pid 7",
+                    "k3s.service",
+                    "/system.slice/k3s.service",
+                    "containerd.service",
+                ] {
+                    assert!(t.contains(part), "{t}");
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            tie_restart(&cmd, Some(7), Some("0::/\n")),
+            RestartTie::Refused(_)
+        ));
+        assert!(matches!(
+            tie_restart(&cmd, Some(7), None),
+            RestartTie::Refused(_)
+        ));
+        // Nothing serves the socket: nothing another runtime runs is named by it either.
+        assert!(matches!(
+            tie_restart(&cmd, None, None),
+            RestartTie::Untied(_)
+        ));
+        match tie_restart(&words("/srv/restart-containerd"), Some(7), Some(k3s)) {
+            RestartTie::Untied(t) => assert!(t.contains("cannot tie it"), "{t}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

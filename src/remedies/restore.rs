@@ -1,6 +1,8 @@
 //! Restores the sandbox image from an archive baked into the node image: verified against
-//! its own digests first (a corrupt or tampered archive is refused, named), imported with
-//! `ctr images import` (argv, no shell), then named as configured.
+//! its own digests first (a corrupt or tampered archive is refused, named), then exactly
+//! the verified image (a new archive of its files alone, in memory) imported with
+//! `ctr images import` (argv, no shell), then named as configured. Nothing else the
+//! archive holds is imported or tagged.
 
 use super::command::run_argv;
 use crate::config::trust::{self, Distrust};
@@ -11,6 +13,7 @@ use containerd_client::services::v1::images_client::ImagesClient;
 use containerd_client::services::v1::{CreateImageRequest, Image};
 use containerd_client::types::Descriptor;
 use std::fs::File;
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,8 +26,8 @@ pub enum Import {
     Failed(String),
 }
 
-/// Verifies `path` and imports it with `ctr images import` (argv, no shell), then makes
-/// sure the image carries the wanted name.
+/// Verifies `path`, imports exactly the wanted image of it with `ctr images import` (argv,
+/// no shell), then makes sure the image carries the wanted name.
 pub async fn import_archive(
     conn: &Conn,
     socket_on_host: &Path,
@@ -33,21 +36,22 @@ pub async fn import_archive(
     snapshotter: &str,
     timeout: Duration,
 ) -> Import {
-    // Judged and read through one descriptor; `ctr` is given that same open file
-    // (`/proc/<guard>/fd/N`), so what is imported is what was judged and verified, even if
-    // the path is replaced meanwhile.
+    // Judged and read through one descriptor, so what is imported is what was judged and
+    // verified, even if the path is replaced meanwhile.
     let file = match open_archive(path) {
         Ok(f) => f,
         Err(e) => return Import::Refused(e),
     };
-    let same_file = PathBuf::from(format!(
-        "/proc/{}/fd/{}",
-        std::process::id(),
-        file.as_raw_fd()
-    ));
-    let verified = match verify(&same_file, path, wanted) {
+    let (verified, only_it) = match verify(&fd_path(&file), path, wanted) {
         Ok(v) => v,
         Err(e) => return Import::Refused(e),
+    };
+    drop(file);
+    // `ctr` reads the verified image's own archive from a memory file of the guard's
+    // (`/proc/<guard>/fd/N`): no file on disk anyone else could swap.
+    let memory = match in_memory(&only_it) {
+        Ok(m) => m,
+        Err(e) => return Import::Failed(format!("{}: {e}", path.display())),
     };
     let argv: Vec<String> = [
         "ctr",
@@ -59,7 +63,7 @@ pub async fn import_archive(
         "import",
         "--snapshotter",
         snapshotter,
-        &same_file.display().to_string(),
+        &fd_path(&memory).display().to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -67,9 +71,10 @@ pub async fn import_archive(
     if let Err(e) = run_argv(&argv, timeout).await {
         return Import::Failed(e);
     }
-    drop(file);
+    drop(memory);
     let how = format!(
-        "imported {} ({:?}, digests verified)",
+        "imported {} from {} ({:?}, digests verified; nothing else of the archive)",
+        imported_name(wanted),
         path.display(),
         verified.format
     );
@@ -78,6 +83,31 @@ pub async fn import_archive(
         Ok(true) => Import::Imported(format!("{how} and named it {wanted}")),
         Err(e) => Import::Failed(format!("{}: {e}", path.display())),
     }
+}
+
+/// The name the verified image is imported under: the wanted name without a `@digest`.
+fn imported_name(wanted: &str) -> &str {
+    wanted.split('@').next().unwrap_or(wanted)
+}
+
+/// `/proc/<guard>/fd/N` for an open file of the guard's.
+fn fd_path(file: &impl AsRawFd) -> PathBuf {
+    PathBuf::from(format!(
+        "/proc/{}/fd/{}",
+        std::process::id(),
+        file.as_raw_fd()
+    ))
+}
+
+/// `data` in an anonymous memory file (`memfd_create`).
+fn in_memory(data: &[u8]) -> Result<File, String> {
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    let fd = memfd_create(c"guard-sandbox-image", MFdFlags::MFD_CLOEXEC)
+        .map_err(|e| format!("memfd_create: {e}"))?;
+    let mut file = File::from(fd);
+    file.write_all(data)
+        .map_err(|e| format!("writing the verified image to memory: {e}"))?;
+    Ok(file)
 }
 
 /// The archive, opened once, when no other user could have written it (the rule of
@@ -93,13 +123,18 @@ fn open_archive(path: &Path) -> Result<File, String> {
     })
 }
 
-/// Checks every blob of the archive against its digest before anything is imported.
-/// `open` is the path read (the opened descriptor), `named` the one the errors name.
-fn verify(open: &Path, named: &Path, wanted: &str) -> Result<archive::Verified, String> {
+/// Checks every blob of the archive against its digest before anything is imported; the
+/// verified image and an archive of it alone. `open` is the path read (the opened
+/// descriptor), `named` the one the errors name.
+fn verify(open: &Path, named: &Path, wanted: &str) -> Result<(archive::Verified, Vec<u8>), String> {
     let arch = crate::containerd::oci::oci_arch(std::env::consts::ARCH);
     let rename = |e: String| e.replace(&*open.to_string_lossy(), &named.to_string_lossy());
     let files = archive::read_tar(open).map_err(rename)?;
-    archive::verify(&files, wanted, "linux", arch).map_err(|e| format!("{}: {e}", named.display()))
+    let in_named = |e: String| format!("{}: {e}", named.display());
+    let verified = archive::verify(&files, wanted, "linux", arch).map_err(in_named)?;
+    let only_it =
+        archive::only_verified(&files, &verified, imported_name(wanted)).map_err(in_named)?;
+    Ok((verified, only_it))
 }
 
 /// Names the imported image as configured when the archive called it something else.
@@ -114,11 +149,12 @@ async fn name_it(conn: &Conn, verified: &archive::Verified, wanted: &str) -> Res
         size: d.size,
         annotations: Default::default(),
     });
-    for n in &verified.names {
-        if target.is_some() {
-            break;
-        }
-        target = image::target(conn, n).await?.map(|d| Descriptor {
+    // A docker archive's image gets its digest only on import: found by the one name it
+    // was imported under (never by another name the archive gave, which may be a node's
+    // image).
+    if target.is_none() {
+        let name = imported_name(wanted);
+        target = image::target(conn, name).await?.map(|d| Descriptor {
             media_type: d.media_type,
             digest: d.digest,
             size: d.size,
@@ -127,7 +163,8 @@ async fn name_it(conn: &Conn, verified: &archive::Verified, wanted: &str) -> Res
     }
     let Some(target) = target else {
         return Err(format!(
-            "it was imported but holds no image named {wanted} (it names: {})",
+            "it was imported but containerd has no image {} (the archive names: {})",
+            imported_name(wanted),
             verified.names.join(", ")
         ));
     };

@@ -1,8 +1,10 @@
 //! Findings and how they are shown: a short table for a tired operator, one JSON object
 //! for machines. Finding ids are a public contract (README lists them); never rename one.
 
+mod escape;
 mod id;
 
+pub use escape::escape;
 pub use id::Id;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -73,6 +75,22 @@ impl Finding {
         self.remedy = text.into();
         self
     }
+
+    /// The finding as every renderer shows it: summary, evidence and remedy through
+    /// [`escape`] (evidence quotes workload-controlled text).
+    pub fn escaped(&self) -> Finding {
+        Finding {
+            id: self.id,
+            status: self.status,
+            summary: escape(&self.summary).into_owned(),
+            evidence: self
+                .evidence
+                .iter()
+                .map(|e| escape(e).into_owned())
+                .collect(),
+            remedy: escape(&self.remedy).into_owned(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,9 +134,10 @@ impl Report {
     }
 
     pub fn to_json(&self) -> String {
+        let findings: Vec<Finding> = self.findings.iter().map(Finding::escaped).collect();
         let body = JsonReport {
             verdict: self.verdict(),
-            findings: &self.findings,
+            findings: &findings,
         };
         // Serialising plain strings and enums cannot fail.
         serde_json::to_string_pretty(&body).unwrap_or_default()
@@ -126,7 +145,7 @@ impl Report {
 
     /// One line per check, worst first; evidence and remedy only where something is wrong.
     pub fn to_table(&self) -> String {
-        let mut sorted: Vec<&Finding> = self.findings.iter().collect();
+        let mut sorted: Vec<Finding> = self.findings.iter().map(Finding::escaped).collect();
         sorted.sort_by_key(|f| f.status); // stable: keeps check order within a status
         let width = sorted
             .iter()
@@ -134,7 +153,7 @@ impl Report {
             .max()
             .unwrap_or(0);
         let mut out = String::new();
-        for f in sorted {
+        for f in &sorted {
             let _ = writeln!(
                 out,
                 "{:<4}  {:<width$}  {}",
@@ -202,6 +221,25 @@ mod tests {
         assert!(lines[2].contains("fix:  mount LABEL=eph"), "{t}");
         assert!(lines[3].starts_with("WARN  volume.hidden-data"), "{t}");
         assert!(t.ends_with("verdict: node is NOT usable\n"), "{t}");
+    }
+
+    #[test]
+    fn workload_text_cannot_forge_a_line_in_the_table_or_the_json() {
+        let forged = "/payload\nverdict: node is usable\x1b[2J\u{202e}";
+        let r = Report::new(vec![Finding::fail(Id::RuntimeOrphans, "1 orphan")
+            .evidence(format!("pid 7 ({forged})"))
+            .remedy(forged)]);
+        let table = r.to_table();
+        let json = r.to_json();
+        for out in [&table, &json] {
+            let verdicts = out
+                .lines()
+                .filter(|l| l.trim_start().starts_with("verdict"));
+            assert!(verdicts.count() <= 1, "{out}");
+            assert!(!out.contains('\x1b') && !out.contains('\u{202e}'), "{out}");
+        }
+        assert!(table.contains("pid 7 (/payload\\nverdict: node is usable\\x1b[2J\\u{202e})"));
+        assert!(table.ends_with("verdict: node is NOT usable\n"), "{table}");
     }
 
     #[test]

@@ -3,13 +3,15 @@
 //! boot's unit, an operator's `--repair`) act one at a time on what they saw under it, and
 //! the restart budget holds. The kernel drops the lock when the holder's file is closed,
 //! also when it is killed: a crashed guard never leaves a stuck lock. The file is opened
-//! close-on-exec, so a restart command the guard runs does not inherit it.
+//! close-on-exec, so a restart command the guard runs does not inherit it, and beneath
+//! `state_dir`'s descriptor without following a link ([`super::file`]): a symlink, FIFO or
+//! hard link in its place is refused, naming it.
 
+use super::file::Dir;
 use crate::backoff::Backoff;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
-use std::io::Write;
-use std::path::Path;
+use std::io::{Read, Seek, Write};
 use std::time::{Duration, Instant};
 
 pub const LOCK_FILE: &str = "repair.lock";
@@ -38,21 +40,14 @@ impl std::fmt::Display for LockError {
     }
 }
 
-/// One non-blocking attempt; the caller retries within its own bound.
-pub fn try_lock(dir: &Path) -> Result<RepairLock, LockError> {
-    let path = dir.join(LOCK_FILE);
-    let unavailable = |e: std::io::Error| {
+/// One non-blocking attempt in `state_dir` (opened and judged by the caller); the caller
+/// retries within its own bound.
+pub fn try_lock(dir: &Dir) -> Result<RepairLock, LockError> {
+    let path = dir.path().join(LOCK_FILE);
+    let file = dir.open_or_create(LOCK_FILE).map_err(|e| {
         let fix = super::fix_for(&e);
         LockError::Unavailable(format!("{}: {e}; {fix}", path.display()))
-    };
-    std::fs::create_dir_all(dir).map_err(unavailable)?;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(unavailable)?;
+    })?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
             // Evidence for the waiters; the lock itself is the flock, not this text.
@@ -60,7 +55,7 @@ pub fn try_lock(dir: &Path) -> Result<RepairLock, LockError> {
             let _ = write!(lock, "{}", std::process::id());
             Ok(RepairLock { _lock: lock })
         }
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(LockError::Busy(holder(&path))),
+        Err((file, nix::errno::Errno::EWOULDBLOCK)) => Err(LockError::Busy(holder(file))),
         Err((_, e)) => Err(LockError::Unavailable(format!("{}: {e}", path.display()))),
     }
 }
@@ -80,10 +75,14 @@ pub fn wait_for(dir: &super::StateDir, bound: Duration) -> Result<RepairLock, Lo
     }
 }
 
-fn holder(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+/// The pid the holder wrote, read from the descriptor already judged (a pid is a few
+/// digits: at most 32 bytes are read).
+fn holder(mut file: File) -> Option<String> {
+    let mut text = String::new();
+    file.rewind().ok()?;
+    file.take(32).read_to_string(&mut text).ok()?;
     let pid = text.trim();
-    (!pid.is_empty()).then(|| pid.to_string())
+    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then(|| pid.to_string())
 }
 
 #[cfg(test)]
@@ -92,22 +91,27 @@ mod tests {
 
     #[test]
     fn second_holder_is_refused_until_the_first_is_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = try_lock(dir.path()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open(tmp.path()).unwrap();
+        let first = try_lock(&dir).unwrap();
         let me = std::process::id().to_string();
-        assert_eq!(try_lock(dir.path()).err(), Some(LockError::Busy(Some(me))));
+        assert_eq!(try_lock(&dir).err(), Some(LockError::Busy(Some(me))));
         drop(first);
-        assert!(try_lock(dir.path()).is_ok());
+        assert!(try_lock(&dir).is_ok());
     }
 
     #[test]
-    fn an_unwritable_place_is_reported_not_panicked() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("not-a-dir");
-        std::fs::write(&file, b"").unwrap();
-        match try_lock(&file) {
-            Err(LockError::Unavailable(e)) => assert!(e.contains("not-a-dir"), "{e}"),
+    fn a_link_in_the_lock_s_place_is_refused_naming_it_and_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        std::os::unix::fs::symlink(&victim, tmp.path().join(LOCK_FILE)).unwrap();
+        match try_lock(&Dir::open(tmp.path()).unwrap()) {
+            Err(LockError::Unavailable(e)) => {
+                assert!(e.contains("repair.lock is a symbolic link"), "{e}")
+            }
             other => panic!("{:?}", other.err()),
         }
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
     }
 }

@@ -16,16 +16,23 @@
 //!
 //! Writes are atomic (temp file, fsync, rename, fsync of the directory): a reader never
 //! sees half a file, even when the guard is killed. Reads never wait on the lock.
+//!
+//! The guard runs as root and decides from these files whether it may restart containerd,
+//! so `state_dir` is judged like a config file ([`crate::config::trust`]): a directory
+//! (or one above it) that another user owns or can write is refused, naming it, its owner
+//! and the fix; nothing is read from it or written to it. Every file is reached beneath
+//! the directory's descriptor and never through a link ([`file`]).
 
+pub mod file;
 pub mod lock;
 pub mod runtime;
 pub mod volume;
 
 use crate::host::Host;
 use crate::report::{Report, Verdict};
+use file::Dir;
 use lock::{LockError, RepairLock};
 use runtime::State;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use volume::VolumeRecord;
 
@@ -99,18 +106,14 @@ impl StateDir {
     /// The one reader of `runtime.json`. Changes nothing; never waits; reads at most
     /// [`MAX_STATE_FILE`] bytes.
     pub fn read_runtime(&self) -> RuntimeFile {
-        use std::io::ErrorKind;
         let path = self.runtime_path();
-        let text = match read_bounded(&path) {
-            Ok(t) => t,
+        match self.read(STATE_FILE) {
+            Ok(Some(text)) => parse_runtime(&text, &path, &self.boot_id),
             // state_dir is not a directory: no state file can have been written there
             // (and none will be: a restart needs one, so none happens).
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-                return RuntimeFile::Absent
-            }
-            Err(e) => return RuntimeFile::Corrupt(format!("cannot read {}: {e}", path.display())),
-        };
-        parse_runtime(&text, &path, &self.boot_id)
+            Ok(None) => RuntimeFile::Absent,
+            Err(e) => RuntimeFile::Corrupt(e),
+        }
     }
 
     /// This boot's state for a repairing run (under the repair lock). A corrupt file is
@@ -127,7 +130,11 @@ impl StateDir {
 
     fn quarantine(&self, problem: String) -> (State, Loaded) {
         let kept = self.corrupt_copy();
-        let where_ = match std::fs::rename(self.runtime_path(), &kept) {
+        let moved = self.open_dir().and_then(|dir| {
+            let corrupt = format!("{STATE_FILE}.corrupt");
+            dir.rename(STATE_FILE, &corrupt).map_err(|e| e.to_string())
+        });
+        let where_ = match moved {
             Ok(()) => format!("kept as {}", kept.display()),
             Err(e) => format!(
                 "left in place: it cannot be moved to {} ({e})",
@@ -152,8 +159,16 @@ impl StateDir {
 
     /// This boot's phase-1 record, if `guard volume` ran this boot and left a readable one.
     pub fn read_volume(&self) -> Option<VolumeRecord> {
-        let text = read_bounded(&self.dir.join(VOLUME_RECORD)).ok()?;
+        let text = self.read(VOLUME_RECORD).ok()??;
         parse_volume(&text, &self.boot_id)
+    }
+
+    /// Whether this boot's `volume.ok` is there: phase 1 proved the volume this boot.
+    pub fn volume_proved(&self) -> bool {
+        self.read(VOLUME_MARKER)
+            .ok()
+            .flatten()
+            .is_some_and(|text| text.trim_ascii() == self.boot_id.as_bytes())
     }
 
     /// Leaves phase 1's outcome where `guard status`, phase 2 and containerd's unit look:
@@ -172,8 +187,9 @@ impl StateDir {
     /// What the metrics keep between commands; empty when unreadable (the metrics are a
     /// view, never a reason to fail).
     pub fn read_metrics(&self) -> crate::metrics::Kept {
-        read_bounded(&self.dir.join(METRICS_FILE))
+        self.read(METRICS_FILE)
             .ok()
+            .flatten()
             .and_then(|t| serde_json::from_slice(&t).ok())
             .unwrap_or_default()
     }
@@ -193,22 +209,74 @@ impl StateDir {
 
     /// One attempt at the repair lock; see [`lock`].
     pub fn try_lock(&self) -> Result<RepairLock, LockError> {
-        lock::try_lock(&self.dir)
+        let dir = self.make_dir().map_err(LockError::Unavailable)?;
+        lock::try_lock(&dir)
     }
 
     fn remove(&self, name: &str) -> Result<bool, String> {
         let path = self.dir.join(name);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(format!("cannot remove {}: {e}", path.display())),
-        }
+        let dir = match self.open_dir() {
+            Ok(dir) => dir,
+            Err(_) if !self.dir.is_dir() => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        dir.remove(name)
+            .map_err(|e| format!("cannot remove {}: {e}", path.display()))
     }
 
     fn write(&self, name: &str, data: &[u8]) -> Result<(), String> {
         let target = self.dir.join(name);
-        write_atomic(&target, data)
+        self.make_dir()?
+            .write_atomic(name, data)
             .map_err(|e| format!("cannot write {}: {e}; {}", target.display(), fix_for(&e)))
+    }
+
+    /// A file of `state_dir`, at most [`MAX_STATE_FILE`] bytes; `None` when it (or
+    /// `state_dir`) is not there.
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+        use std::io::ErrorKind::{NotADirectory, NotFound};
+        let path = self.dir.join(name);
+        let dir = match Dir::open(&self.dir) {
+            Ok(dir) => dir,
+            Err(e) if matches!(e.kind(), NotFound | NotADirectory) => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        self.judge(&dir)?;
+        match dir.read_at_most(name, MAX_STATE_FILE) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == NotFound => Ok(None),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    /// `state_dir`, opened and judged; it must exist.
+    fn open_dir(&self) -> Result<Dir, String> {
+        let dir = Dir::open(&self.dir)
+            .map_err(|e| format!("cannot open {}: {e}; {}", self.dir.display(), fix_for(&e)))?;
+        self.judge(&dir)?;
+        Ok(dir)
+    }
+
+    /// `state_dir`, created (0755) when missing, opened and judged.
+    fn make_dir(&self) -> Result<Dir, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&self.dir);
+        if let Err(e) = made {
+            let shown = self.dir.display();
+            return Err(format!("cannot create {shown}: {e}; {}", fix_for(&e)));
+        }
+        self.open_dir()
+    }
+
+    /// Refuses a `state_dir` another user owns or can write (see the module doc).
+    fn judge(&self, dir: &Dir) -> Result<(), String> {
+        let file = dir.as_file().map_err(|e| e.to_string())?;
+        crate::config::trust::judge_directory(&self.dir, &file).map_err(|e| {
+            format!("state_dir refused: {e} (or set state_dir to a directory only root can write)")
+        })
     }
 }
 
@@ -216,19 +284,6 @@ impl StateDir {
 /// records, a few tens of KiB): a larger file is not one it wrote, and reading it whole
 /// would let it cost any amount of memory. Larger files are refused, unread.
 pub const MAX_STATE_FILE: u64 = 1 << 20;
-
-/// Reads a file of `state_dir`, at most [`MAX_STATE_FILE`] bytes (`InvalidData` beyond).
-pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    crate::host::read_at_most(std::fs::File::open(path)?, MAX_STATE_FILE)?.ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "larger than the {} KiB a state file of the guard can be",
-                MAX_STATE_FILE >> 10
-            ),
-        )
-    })
-}
 
 /// What to do when `state_dir` cannot be written, by the kind of error.
 pub fn fix_for(e: &std::io::Error) -> &'static str {
@@ -264,29 +319,6 @@ pub fn parse_runtime(text: &[u8], path: &Path, boot_id: &str) -> RuntimeFile {
 pub fn parse_volume(text: &[u8], boot_id: &str) -> Option<VolumeRecord> {
     let record: VolumeRecord = serde_json::from_slice(text).ok()?;
     (record.boot_id == boot_id).then_some(record)
-}
-
-/// temp file in the same directory, write, fsync, rename over, fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir)?;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    // The rename itself must reach the disk too (matters when state_dir is persistent).
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 pub fn unix_now() -> u64 {
@@ -407,19 +439,5 @@ mod tests {
         let e = s.save_runtime(&State::fresh("b1")).unwrap_err();
         assert!(e.contains("not a directory"), "{e}");
         assert!(e.contains("set state_dir elsewhere"), "{e}");
-    }
-
-    #[test]
-    fn atomic_write_replaces_the_whole_file_and_leaves_no_temp_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("sub/state.json");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
     }
 }

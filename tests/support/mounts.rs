@@ -12,6 +12,7 @@ use std::time::Duration;
 pub enum FsKind {
     Ext4,
     Xfs,
+    Btrfs,
 }
 
 impl FsKind {
@@ -19,6 +20,7 @@ impl FsKind {
         match self {
             FsKind::Ext4 => "ext4",
             FsKind::Xfs => "xfs",
+            FsKind::Btrfs => "btrfs",
         }
     }
     /// Smallest image the mkfs tool accepts, with room for tests.
@@ -27,6 +29,8 @@ impl FsKind {
             FsKind::Ext4 => 64 << 20,
             // xfsprogs >= 5.19 refuses filesystems under 300 MiB; the file is sparse.
             FsKind::Xfs => 320 << 20,
+            // btrfs-progs refuses filesystems under 114 MiB (single metadata profile).
+            FsKind::Btrfs => 256 << 20,
         }
     }
 }
@@ -93,6 +97,15 @@ pub fn mkfs(target: &Path, kind: FsKind, label: &str, uuid: Option<&str>, extra:
             args.extend(extra);
             args.push(t);
             run("mkfs.xfs", &args);
+        }
+        FsKind::Btrfs => {
+            args.extend(["-q", "-f", "-L", label]);
+            if let Some(u) = uuid {
+                args.extend(["-U", u]);
+            }
+            args.extend(extra);
+            args.push(t);
+            run("mkfs.btrfs", &args);
         }
     }
 }

@@ -4,9 +4,12 @@
 
 use crate::checks::workloads::Workloads;
 use crate::host::cgroup::{container_cgroup_of, ContainerCgroup};
+use crate::host::mountinfo::MountTable;
 use crate::host::proc::{self, ProcInfo};
 use crate::host::Host;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A process in a container cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +25,13 @@ pub struct PodProcess {
     pub locks: Vec<String>,
     /// TCP addresses it listens on, for candidates only.
     pub listens: Vec<String>,
+    /// Why its open files could not be read (a filesystem that does not answer), for
+    /// candidates only: such a process is never killed.
+    pub unread: Option<String>,
+    /// The directories its root filesystem is made of (a bind mount's source directory,
+    /// overlay's upper, lower and work directories), read from its `mountinfo` when it has
+    /// no shim: which containerd's snapshots it runs on. Empty when unknown.
+    pub root_dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,6 +51,23 @@ pub struct OrphanFacts {
     pub second: Option<OrphanLook>,
     /// `[orphans] reap`.
     pub reap: bool,
+    /// The runtime of each confirmed candidate's container, by container id (asked only
+    /// for those).
+    pub runtimes: BTreeMap<String, Runtime>,
+    /// This containerd's root, resolved (`mountinfo` shows resolved paths): a payload whose
+    /// root filesystem is another containerd's snapshot is another runtime's.
+    pub containerd_root: PathBuf,
+}
+
+/// What containerd says about the runtime of a candidate's container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runtime {
+    /// The runtime it records (`io.containerd.runc.v2`, `io.containerd.kata.v2`).
+    Named(String),
+    /// containerd no longer has the container (kubelet removed it).
+    Gone,
+    /// containerd did not say (the error).
+    Unreadable(String),
 }
 
 /// The processes in kubelet container cgroups whose container has no live task, with
@@ -73,6 +100,10 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
             continue;
         };
         let shim = shim_ancestor(host, &info, &mut cache);
+        let root_dirs = match shim {
+            Some(_) => Vec::new(),
+            None => root_dirs(host, pid),
+        };
         processes.push(PodProcess {
             age_secs: uptime_ticks.saturating_sub(info.start_ticks) / tps,
             info,
@@ -80,6 +111,8 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
             shim,
             locks: Vec::new(),
             listens: Vec::new(),
+            unread: None,
+            root_dirs,
         });
     }
     OrphanLook {
@@ -87,6 +120,37 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
         in_pod_cgroups,
         workloads,
     }
+}
+
+/// At most this much of a payload's `mountinfo` is read (its root is the first line).
+const MOUNTINFO_CAP: u64 = 256 << 10;
+
+/// The directories the root filesystem of `pid` is made of, from its `mountinfo` (read
+/// bounded; a payload controls how many mounts it has). Empty when unknown.
+fn root_dirs(host: &Host, pid: i32) -> Vec<PathBuf> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = std::fs::File::open(host.proc(format!("{pid}/mountinfo")))
+        .and_then(|f| f.take(MOUNTINFO_CAP).read_to_string(&mut text));
+    if read.is_err() {
+        return Vec::new();
+    }
+    let whole_lines = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    let Some(root) = MountTable::parse(whole_lines)
+        .ok()
+        .and_then(|t| t.root().cloned())
+    else {
+        return Vec::new();
+    };
+    let overlay = root
+        .super_options
+        .iter()
+        .filter_map(|o| o.split_once('='))
+        .filter(|(k, _)| matches!(*k, "lowerdir" | "upperdir" | "workdir"))
+        .flat_map(|(_, dirs)| dirs.split(':'))
+        .map(PathBuf::from);
+    let bind = Some(root.fs_root).filter(|d| d != Path::new("/"));
+    bind.into_iter().chain(overlay).collect()
 }
 
 fn uptime_ticks(host: &Host) -> u64 {
@@ -122,16 +186,28 @@ fn shim_ancestor(
     None
 }
 
-/// Adds the locked files and listening ports of the processes at `which` (candidates).
-pub fn describe(host: &Host, look: &mut OrphanLook, which: &[i32]) {
-    let locks = proc::parse_locks(&std::fs::read_to_string(host.proc("locks")).unwrap_or_default());
+/// How long reading the candidates' open files may take: milliseconds on a healthy
+/// node; `stat` of a file on a dead NFS or FUSE server never returns.
+const OPEN_FILES_BOUND: Duration = Duration::from_secs(5);
+/// How often the wait looks at the helper thread's progress.
+const OPEN_FILES_PACE: Duration = Duration::from_millis(10);
+
+/// Adds the locked files and listening ports of the processes at `which` (candidates);
+/// a candidate whose open files could not be read within the bound gets `unread`.
+pub async fn describe(host: &Host, look: &mut OrphanLook, which: &[i32]) {
+    let locks = proc::read_locks(host);
+    let pass = open_files_within(host, which).await;
     for p in look
         .processes
         .iter_mut()
         .filter(|p| which.contains(&p.info.pid))
     {
-        let (files, sockets) = proc::open_files(host, p.info.pid);
-        p.locks = files
+        let Some(open) = pass.read.get(&p.info.pid) else {
+            p.unread = Some(unread_reason(p.info.pid, pass.stuck.as_ref()));
+            continue;
+        };
+        p.locks = open
+            .files
             .iter()
             .filter(|(_, dev, ino)| {
                 let d = crate::host::mountinfo::DevNum::from_raw(*dev);
@@ -141,7 +217,36 @@ pub fn describe(host: &Host, look: &mut OrphanLook, which: &[i32]) {
             })
             .map(|(path, _, _)| path.clone())
             .collect();
-        p.listens = listeners(host, p.info.pid, &sockets);
+        p.listens = listeners(host, p.info.pid, &open.sockets);
+    }
+}
+
+/// The pass runs on its own thread and is waited for here without blocking the runtime's
+/// one thread, so its other deadlines (`--npd --timeout`, the hold) still fire.
+async fn open_files_within(host: &Host, pids: &[i32]) -> proc::OpenFilesPass {
+    let progress = proc::open_files_in_background(host, pids);
+    let mut pass = proc::OpenFilesPass::default();
+    let deadline = Instant::now() + OPEN_FILES_BOUND;
+    while !pass.take(&progress) && Instant::now() < deadline {
+        tokio::time::sleep(OPEN_FILES_PACE).await;
+    }
+    pass
+}
+
+fn unread_reason(pid: i32, stuck: Option<&proc::StuckAt>) -> String {
+    let bound = crate::config::units::format_duration(OPEN_FILES_BOUND);
+    match stuck {
+        Some(s) if s.pid == pid => format!(
+            "stat of its fd {} -> {} did not return within {bound}: that filesystem does \
+             not answer (a dead NFS or FUSE server?)",
+            s.fd, s.target
+        ),
+        Some(s) => format!(
+            "its open files were not read: the pass stopped at pid {} fd {} -> {}, whose \
+             filesystem did not answer within {bound}",
+            s.pid, s.fd, s.target
+        ),
+        None => format!("its open files were not read within {bound}"),
     }
 }
 
@@ -156,4 +261,31 @@ fn listeners(host: &Host, pid: i32, sockets: &[u64]) -> Vec<String> {
         }
     }
     out
+}
+
+/// A process in a condemned cgroup as it is right before the kill (read again from
+/// `/proc`): `None` fields when it could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcNow {
+    pub pid: i32,
+    pub start_ticks: Option<u64>,
+    /// Its container cgroup's path.
+    pub cgroup: Option<String>,
+}
+
+/// The processes about to be killed as `/proc` shows them now, for the re-check right
+/// before the signal.
+pub fn as_they_are(host: &Host, pids: &[i32]) -> Vec<ProcNow> {
+    pids.iter()
+        .map(|&pid| {
+            let info = proc::read_proc(host, pid);
+            ProcNow {
+                pid,
+                start_ticks: info.as_ref().map(|i| i.start_ticks),
+                cgroup: info
+                    .and_then(|i| container_cgroup_of(&i.cgroup))
+                    .map(|c| c.path),
+            }
+        })
+        .collect()
 }

@@ -5,6 +5,7 @@
 
 use crate::containerd::client::peer_pid;
 use crate::host::mountinfo::MountTable;
+use crate::host::proc::{read_bounded, Links};
 use crate::host::Host;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,9 @@ pub struct OpenDb {
     pub now: Result<FileId, String>,
     /// `mnt_id:` from `/proc/PID/fdinfo/N`.
     pub mnt_id: Option<u64>,
+    /// `expected` with every symlink resolved in containerd's mount namespace now (the
+    /// form the kernel shows fd paths in): a snapshotter directory that is a symlink.
+    pub resolved: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,8 +49,10 @@ pub struct StaleFacts {
     pub pid: Result<i32, String>,
     /// `/proc/PID/comm`, evidence only.
     pub comm: String,
-    /// containerd's root path (from its config).
+    /// containerd's root path, as the process itself computes it (flags, config, imports).
     pub root: PathBuf,
+    /// Why the process's own root is not the one the guard was configured for, if so.
+    pub other_root: Option<String>,
     /// The open metadata databases found in `/proc/PID/fd`.
     pub dbs: Result<Vec<OpenDb>, String>,
     /// `/proc/PID/mountinfo`: containerd's mount namespace.
@@ -72,21 +78,42 @@ pub fn gather(host: &Host, socket: &Path, root: &Path) -> StaleFacts {
         pid: pid.clone(),
         comm: String::new(),
         root: root.to_path_buf(),
+        other_root: None,
         dbs: Err("no pid".into()),
         mounts: Err("no pid".into()),
     };
     let Ok(pid) = pid else { return f };
     let proc = host.proc(pid.to_string());
-    f.comm = std::fs::read_to_string(proc.join("comm"))
+    f.comm = crate::host::proc::read_proc_file(host, pid, "comm", crate::host::proc::COMM_CAP)
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     // The kernel shows fd paths resolved: a root reached through a symlink is compared by
     // its real path (resolved in containerd's mount namespace), or a healthy containerd
-    // would look stale.
+    // would look stale. The root this containerd itself uses (a `--root` over its config,
+    // an import) must be the guard's: another one is said, never taken for a stale one.
+    let own = real_root(&proc, &own_root(host, pid, root));
     f.root = real_root(&proc, root);
+    if own != f.root {
+        f.other_root = Some(format!(
+            "pid {pid} uses {} as its root (its command line and config), not {}",
+            own.display(),
+            f.root.display()
+        ));
+    }
     f.mounts = MountTable::read(&proc.join("mountinfo"));
     f.dbs = open_dbs(&proc, &f.root);
     f
+}
+
+/// The root `pid` computes from its own command line and config
+/// ([`crate::containerd::config::effective`]); `configured` when that cannot be read.
+fn own_root(host: &Host, pid: i32, configured: &Path) -> PathBuf {
+    use crate::host::proc::{cmdline_args, CMDLINE_CAP};
+    let proc = host.proc(pid.to_string());
+    read_bounded(&proc.join("cmdline"), CMDLINE_CAP, Links::Refuse)
+        .ok()
+        .and_then(|raw| crate::containerd::config::effective(&proc, &cmdline_args(&raw)).ok())
+        .map_or_else(|| configured.to_path_buf(), |c| c.root)
 }
 
 fn real_root(proc: &Path, root: &Path) -> PathBuf {
@@ -107,6 +134,44 @@ fn real_root(proc: &Path, root: &Path) -> PathBuf {
     }
 }
 
+/// `path` (absolute, as containerd names it) inside its root directory.
+fn in_namespace(proc: &Path, path: &Path) -> PathBuf {
+    let mut in_ns = proc.join("root");
+    in_ns.extend(path.components().skip(1));
+    in_ns
+}
+
+/// `path` with every symlink resolved in containerd's mount namespace, as the kernel
+/// would show it in `/proc/PID/fd`; `None` when it does not resolve there.
+fn resolved_in_namespace(proc: &Path, path: &Path) -> Option<String> {
+    let base = std::fs::canonicalize(proc.join("root")).ok()?;
+    let real = std::fs::canonicalize(in_namespace(proc, path)).ok()?;
+    let rel = real.strip_prefix(&base).ok()?;
+    Some(Path::new("/").join(rel).display().to_string())
+}
+
+/// Each database containerd keeps under `root` (its metadata and each snapshotter's),
+/// by relative path, with the real path it resolves to now.
+fn known_dbs_resolved(proc: &Path, root: &Path) -> Vec<(PathBuf, String)> {
+    let mut rels = vec![PathBuf::from("io.containerd.metadata.v1.bolt/meta.db")];
+    if let Ok(entries) = std::fs::read_dir(in_namespace(proc, root)) {
+        rels.extend(
+            entries
+                .take(256)
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("io.containerd.snapshotter.v1."))
+                .map(|n| PathBuf::from(n).join("metadata.db")),
+        );
+    }
+    rels.into_iter()
+        .filter_map(|rel| {
+            let real = resolved_in_namespace(proc, &root.join(&rel))?;
+            Some((rel, real))
+        })
+        .collect()
+}
+
 fn file_id(p: &Path) -> Result<FileId, String> {
     std::fs::metadata(p)
         .map(|m| FileId {
@@ -119,9 +184,13 @@ fn file_id(p: &Path) -> Result<FileId, String> {
         })
 }
 
+/// `/proc/PID/fdinfo/N`: a few lines (an inotify or epoll fd lists more).
+const FDINFO_CAP: u64 = 64 << 10;
+
 fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
     let fd_dir = proc.join("fd");
     let entries = std::fs::read_dir(&fd_dir).map_err(|e| format!("{}: {e}", fd_dir.display()))?;
+    let resolved = known_dbs_resolved(proc, root);
     let mut out = Vec::new();
     for entry in entries.flatten() {
         let Ok(fd) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -132,23 +201,27 @@ fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
         };
         let link = link.to_string_lossy().into_owned();
         let clean = link.trim_end_matches(" (deleted)");
-        // The last two components name the database, wherever the fd's filesystem now is.
+        // The last two components name the database, wherever the fd's filesystem now is;
+        // else the fd is one of the databases reached through a symlink inside the root.
         let parts: Vec<&str> = clean.rsplitn(3, '/').collect();
-        if parts.len() < 2 {
-            continue;
-        }
-        let rel = PathBuf::from(parts[1]).join(parts[0]);
-        if !is_metadata_db(&rel) {
-            continue;
-        }
+        let named = match parts.as_slice() {
+            [file, dir, ..] => Some(PathBuf::from(dir).join(file)),
+            _ => None,
+        };
+        let rel = match named.filter(|rel| is_metadata_db(rel)) {
+            Some(rel) => rel,
+            None => match resolved.iter().find(|(_, real)| real == clean) {
+                Some((rel, _)) => rel.clone(),
+                None => continue,
+            },
+        };
         let expected = root.join(&rel);
         // Resolve the path in containerd's mount namespace, not the guard's.
-        let mut in_ns = proc.join("root");
-        for c in expected.components().skip(1) {
-            in_ns.push(c);
-        }
-        let mnt_id = std::fs::read_to_string(proc.join("fdinfo").join(fd.to_string()))
+        let in_ns = in_namespace(proc, &expected);
+        let fdinfo = proc.join("fdinfo").join(fd.to_string());
+        let mnt_id = read_bounded(&fdinfo, FDINFO_CAP, Links::Refuse)
             .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
             .and_then(|t| {
                 t.lines()
                     .find_map(|l| l.strip_prefix("mnt_id:").map(|v| v.trim().parse().ok()))
@@ -158,9 +231,10 @@ fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
             fd,
             link,
             open: file_id(&entry.path()),
-            expected,
             now: file_id(&in_ns),
             mnt_id,
+            resolved: resolved_in_namespace(proc, &expected),
+            expected,
         });
     }
     out.sort_by_key(|d| d.fd);

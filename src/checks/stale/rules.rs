@@ -33,7 +33,9 @@ pub fn judge_db(db: &OpenDb, root: &Path, mounts: &MountTable) -> DbVerdict {
     if link.ends_with(" (deleted)") {
         return DbVerdict::Stale(format!("fd {} points at a deleted file: {link}", db.fd));
     }
-    if !Path::new(link).starts_with(root) {
+    // A database reached through a symlink inside the root shows its real path.
+    let resolved_here = db.resolved.as_deref() == Some(link);
+    if !Path::new(link).starts_with(root) && !resolved_here {
         return DbVerdict::Stale(format!(
             "fd {} is {link}, outside {} (its filesystem was detached)",
             db.fd,
@@ -95,6 +97,17 @@ pub fn evaluate(f: Option<&StaleFacts>) -> (Finding, bool) {
         Ok(parts) => parts,
         Err(finding) => return (finding, false),
     };
+    if let Some(other) = &f.other_root {
+        // The guard checks another directory than this containerd uses: restarting it
+        // would bring back the same one. Said, never restarted.
+        let finding = Finding::warn(ID, format!("{who} does not use the root the guard checks"))
+            .evidence(other.clone())
+            .remedy(
+                "make containerd's --root and its config (the file [containerd] config names) \
+                 agree, so the guard checks the directory containerd uses",
+            );
+        return (finding, false);
+    }
     let root = f.root.display().to_string();
     let mut stale = Vec::new();
     let mut other = Vec::new();
@@ -204,6 +217,7 @@ mod tests {
                 .map(|(dev, ino)| FileId { dev, ino })
                 .map_err(str::to_string),
             mnt_id: Some(mnt),
+            resolved: None,
         }
     }
 
@@ -212,6 +226,7 @@ mod tests {
             pid: Ok(42),
             comm: "containerd".into(),
             root: ROOT.into(),
+            other_root: None,
             dbs: Ok(dbs),
             mounts: Ok(mounts()),
         }
@@ -306,6 +321,42 @@ mod tests {
     }
 
     #[test]
+    fn a_database_reached_through_a_symlink_is_judged_by_where_it_resolves_now() {
+        let loop3 = 7 << 8 | 3;
+        // The snapshotter directory is a symlink: the kernel shows the real path.
+        let real = "/srv/fast/overlayfs/metadata.db";
+        let mut snap = db(real, (loop3, 40), Ok((loop3, 40)), 30);
+        snap.resolved = Some(real.into());
+        let (f, restart) = evaluate(Some(&facts(vec![snap.clone()])));
+        assert_eq!((f.status, restart), (Status::Pass, false), "{f:?}");
+        // Where the path resolves now is not the open file's path: detached, stale.
+        snap.resolved = Some("/srv/other/metadata.db".into());
+        let (f, restart) = evaluate(Some(&facts(vec![snap])));
+        assert_eq!((f.status, restart), (Status::Fail, true), "{f:?}");
+    }
+
+    #[test]
+    fn a_containerd_on_another_root_than_the_guards_is_said_never_restarted() {
+        let mut f = facts(vec![db(
+            "/elsewhere/io.containerd.metadata.v1.bolt/meta.db",
+            (1, 2),
+            Ok((1, 2)),
+            30,
+        )]);
+        f.other_root = Some("pid 42 uses /elsewhere as its root (its command line and config), not /var/lib/containerd".into());
+        let (finding, restart) = evaluate(Some(&f));
+        assert_eq!(
+            (finding.status, restart),
+            (Status::Warn, false),
+            "{finding:?}"
+        );
+        assert!(
+            finding.evidence[0].contains("uses /elsewhere"),
+            "{finding:?}"
+        );
+    }
+
+    #[test]
     fn unknown_is_a_warning_never_a_restart() {
         let mut f = facts(vec![]);
         let (finding, restart) = evaluate(Some(&f));
@@ -368,6 +419,7 @@ mod tests {
                     open: id(f[2]),
                     now: id(f[3]),
                     mnt_id: f[4].parse().ok(),
+                    resolved: None,
                 }
             })
             .collect();
@@ -375,6 +427,7 @@ mod tests {
             pid: Ok(4242),
             comm: "containerd".into(),
             root: ROOT.into(),
+            other_root: None,
             dbs: Ok(dbs),
             mounts: MountTable::parse(&read("mountinfo")),
         }

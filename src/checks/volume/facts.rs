@@ -1,12 +1,13 @@
 //! Gathers everything phase 1 decides on into [`VolumeFacts`]: plain data, no judgement.
 
 use crate::config::{DeviceSpec, Settings};
-use crate::host::blockdev::{self, Lookup};
+use crate::containerd::client::{connect_within, ConnectError};
+use crate::host::blockdev::{self, BtrfsDevices, Lookup};
 use crate::host::mountinfo::{MountEntry, MountTable};
 use crate::host::proc::processes_for_root;
 use crate::host::Host;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsStats {
@@ -25,13 +26,32 @@ pub struct HiddenData {
     pub truncated: bool,
 }
 
+/// What a connect to containerd's socket showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// Nobody listens (no socket, or refused).
+    Absent,
+    Accepts,
+    /// A listener exists but its backlog stayed full: a hung containerd.
+    DoesNotAccept,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerdSeen {
-    /// A process listens on containerd's socket.
-    pub socket_answers: bool,
+    /// Whether a process listens on containerd's socket.
+    pub listener: Listener,
     pub socket: PathBuf,
     /// containerd processes using this root: (pid, command line).
     pub processes: Vec<(i32, String)>,
+    /// Processes named containerd that are not the host's containerd, each with why.
+    pub not_counted: Vec<String>,
+}
+
+impl ContainerdSeen {
+    /// Any sign of a started containerd: a listener (accepting or not) or a process.
+    pub fn running(&self) -> bool {
+        self.listener != Listener::Absent || !self.processes.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +61,8 @@ pub struct VolumeFacts {
     pub mounts: Result<MountTable, String>,
     /// The configured device and what it resolved to; `None` when not configured.
     pub device: Option<(DeviceSpec, Lookup)>,
+    /// For a btrfs mount (whose mountinfo device is anonymous): the disks behind it.
+    pub btrfs: Option<Result<BtrfsDevices, String>>,
     pub stats: Option<Result<FsStats, String>>,
     /// Result of creating an unnamed temporary file on the volume (leaves no trace).
     pub write_probe: Option<Result<(), String>>,
@@ -67,7 +89,11 @@ pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> V
         .device
         .as_ref()
         .map(|spec| (spec.clone(), blockdev::resolve(host, spec)));
-    let mounted = mounts.as_ref().ok().and_then(|t| t.at(path)).is_some();
+    let mount = mounts.as_ref().ok().and_then(|t| t.at(path));
+    let mounted = mount.is_some();
+    let btrfs = mount
+        .filter(|m| m.fstype == "btrfs")
+        .map(|m| blockdev::btrfs_devices(host, &m.source));
     let on_disk = host.os_file(root);
     let (stats, write_probe, hidden) = if mounted {
         (
@@ -81,6 +107,7 @@ pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> V
     VolumeFacts {
         path: path.to_path_buf(),
         device,
+        btrfs,
         stats,
         write_probe,
         hidden,
@@ -206,13 +233,28 @@ fn walk(dir: &Path) -> Result<HiddenData, String> {
     Ok(data)
 }
 
+/// How long phase 1 waits for a listener with a full backlog to accept. Its answer does not
+/// change the verdict (any listener means containerd started), so this is short.
+const SOCKET_CONNECT_BOUND: Duration = Duration::from_millis(500);
+
+/// A successful connect means a listener exists; nothing is sent. Bounded: a hung
+/// containerd's full backlog would block a plain connect for good.
+fn listener(socket: &Path) -> Listener {
+    match connect_within(socket, SOCKET_CONNECT_BOUND) {
+        Ok(_) => Listener::Accepts,
+        Err(ConnectError::Busy { .. }) => Listener::DoesNotAccept,
+        Err(ConnectError::Failed { .. }) => Listener::Absent,
+    }
+}
+
 /// Is containerd already running for this root? Phase 1 runs before containerd, so any
 /// answer but "no" means the boot order was lost.
 fn seen(host: &Host, root: &Path, socket: &Path) -> ContainerdSeen {
+    let found = processes_for_root(host, root);
     ContainerdSeen {
-        // A successful connect means a listener exists; nothing is sent.
-        socket_answers: UnixStream::connect(host.path(socket)).is_ok(),
+        listener: listener(&host.path(socket)),
         socket: socket.to_path_buf(),
-        processes: processes_for_root(host, root),
+        processes: found.using_root,
+        not_counted: found.not_counted,
     }
 }

@@ -1,11 +1,11 @@
 //! Phase 1 rules: is the filesystem at containerd's root the intended ephemeral volume?
 //! Pure: settings + facts in, findings out. Ids are part of the public contract.
 
-use crate::checks::volume::facts::VolumeFacts;
+use crate::checks::volume::facts::{ContainerdSeen, Listener, VolumeFacts};
 use crate::config::units::human_size;
 use crate::config::VolumeSettings;
 use crate::host::blockdev::Lookup;
-use crate::host::mountinfo::{MountEntry, MountTable};
+use crate::host::mountinfo::{DevNum, MountEntry, MountTable};
 use crate::report::{Finding, Id};
 
 /// Where the checks run: before containerd (a live containerd is a fault) or by hand on a
@@ -263,10 +263,20 @@ fn device_finding(facts: &VolumeFacts, path: &str) -> Finding {
         (Lookup::Found { dev, how, .. }, Some(m)) if *dev == m.dev => {
             Finding::pass(Id::VolumeDevice, format!("{path} is {spec} ({dev})")).evidence(how.clone())
         }
-        (Lookup::Found { dev, how, .. }, Some(m)) => Finding::fail(Id::VolumeDevice, format!("{path} is not {spec}"))
-            .evidence(format!("mounted: {} {} ({})", m.source, m.dev, m.fstype))
-            .evidence(format!("expected: {spec} = {dev}: {how}"))
-            .remedy(format!("unmount {path} and mount {spec} there (check fstab / the .mount unit)")),
+        (Lookup::Found { dev, how, .. }, Some(_)) if btrfs_on(facts, *dev) => {
+            Finding::pass(Id::VolumeDevice, format!("{path} is {spec} ({dev})"))
+                .evidence(how.clone())
+                .evidence(btrfs_evidence(facts))
+        }
+        (Lookup::Found { dev, how, .. }, Some(m)) => {
+            let mut f = Finding::fail(Id::VolumeDevice, format!("{path} is not {spec}"))
+                .evidence(format!("mounted: {} {} ({})", m.source, m.dev, m.fstype));
+            if facts.btrfs.is_some() {
+                f = f.evidence(btrfs_evidence(facts));
+            }
+            f.evidence(format!("expected: {spec} = {dev}: {how}"))
+                .remedy(format!("unmount {path} and mount {spec} there (check fstab / the .mount unit)"))
+        }
         (Lookup::Found { dev, how, .. }, None) => {
             Finding::pass(Id::VolumeDevice, format!("{spec} is present ({dev}) but not mounted yet")).evidence(how.clone())
         }
@@ -282,36 +292,79 @@ fn device_finding(facts: &VolumeFacts, path: &str) -> Finding {
     }
 }
 
+/// Whether the btrfs filesystem mounted there lives on `dev`: its mountinfo device is
+/// anonymous, so the devices the kernel lists for it decide.
+fn btrfs_on(facts: &VolumeFacts, dev: DevNum) -> bool {
+    matches!(&facts.btrfs, Some(Ok(b)) if b.devices.iter().any(|(_, d)| *d == dev))
+}
+
+fn btrfs_evidence(facts: &VolumeFacts) -> String {
+    match &facts.btrfs {
+        Some(Ok(b)) => {
+            let devices: Vec<String> = b
+                .devices
+                .iter()
+                .map(|(n, d)| format!("{n} ({d})"))
+                .collect();
+            format!(
+                "btrfs {} (mountinfo shows btrfs' anonymous device numbers) is on {}",
+                b.fsid,
+                devices.join(", ")
+            )
+        }
+        Some(Err(e)) => format!("the disks behind this btrfs mount are unknown: {e}"),
+        None => String::new(),
+    }
+}
+
 fn containerd_finding(facts: &VolumeFacts, phase: Phase) -> Finding {
     let c = &facts.containerd;
-    let running = c.socket_answers || !c.processes.is_empty();
+    let running = c.listener != Listener::Absent || !c.processes.is_empty();
     match phase {
         Phase::Verify => Finding::skip(
             Id::VolumeContainerdNotStarted,
             "containerd may run during verify; the runtime checks judge it",
         ),
-        Phase::BeforeContainerd if !running => Finding::pass(
-            Id::VolumeContainerdNotStarted,
-            "containerd has not started yet",
+        Phase::BeforeContainerd if !running => not_counted(
+            Finding::pass(
+                Id::VolumeContainerdNotStarted,
+                "containerd has not started yet",
+            ),
+            c,
         ),
         Phase::BeforeContainerd => {
             let mut f = Finding::fail(
                 Id::VolumeContainerdNotStarted,
                 "containerd is already running: it started before the volume was verified",
             );
-            if c.socket_answers {
-                f = f.evidence(format!("{} accepts connections", c.socket.display()));
+            let socket = c.socket.display();
+            match c.listener {
+                Listener::Absent => {}
+                Listener::Accepts => f = f.evidence(format!("{socket} accepts connections")),
+                Listener::DoesNotAccept => {
+                    f = f.evidence(format!(
+                        "{socket} has a listener that does not accept connections (its \
+                         backlog is full: a hung containerd)"
+                    ))
+                }
             }
             for (pid, cmd) in &c.processes {
                 f = f.evidence(format!("pid {pid}: {cmd}"));
             }
-            f.remedy(
+            not_counted(f, c).remedy(
                 "the boot order was lost: containerd.service must Require= and be After= \
                  containerd-guard-volume.service; stop containerd, fix the ordering, then run \
                  `guard verify` (a containerd on the wrong filesystem deletes image data)",
             )
         }
     }
+}
+
+/// Processes that merely name themselves containerd are said, not silently skipped.
+fn not_counted(f: Finding, c: &ContainerdSeen) -> Finding {
+    c.not_counted.iter().fold(f, |f, why| {
+        f.evidence(format!("not the host's containerd for this root: {why}"))
+    })
 }
 
 fn threshold(

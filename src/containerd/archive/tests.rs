@@ -351,3 +351,76 @@ fn directories_are_skipped() {
     let files = parse_tar(&data).unwrap();
     assert_eq!(files.keys().collect::<Vec<_>>(), ["index.json"]);
 }
+
+#[test]
+fn only_the_verified_image_goes_into_the_archive_imported_under_the_wanted_name_alone() {
+    // The wanted image, plus a second image and the same manifest again under a name the
+    // node already uses.
+    let (manifest, blobs) = image(b"wanted-layer");
+    let (other_manifest, other_blobs) = image(b"other-layer");
+    let (md, od) = (sha256_digest(&manifest), sha256_digest(&other_manifest));
+    let entry = |digest: &str, size: usize, name: &str| {
+        json!({"mediaType": MT_OCI_MANIFEST, "digest": digest, "size": size,
+               "annotations": {"io.containerd.image.name": name}})
+    };
+    let index = serde_json::to_vec(&json!({"schemaVersion": 2, "manifests": [
+        entry(&md, manifest.len(), NAME),
+        entry(&od, other_manifest.len(), "docker.io/library/other:1"),
+        entry(&md, manifest.len(), "docker.io/library/busybox:latest"),
+    ]}))
+    .unwrap();
+    let mut all = blobs.clone();
+    all.extend(other_blobs.clone());
+    all.push((blob_name(&md), manifest.clone()));
+    all.push((blob_name(&od), other_manifest.clone()));
+    let files = parse_tar(&layout(&index, &all)).unwrap();
+    let v = verify(&files, NAME, "linux", "amd64").unwrap();
+    let only = parse_tar(&only_verified(&files, &v, NAME).unwrap()).unwrap();
+
+    let mut want: Vec<String> = blobs.iter().map(|(n, _)| n.clone()).collect();
+    want.extend([blob_name(&md), "index.json".into(), "oci-layout".into()]);
+    want.sort();
+    assert_eq!(only.keys().cloned().collect::<Vec<_>>(), want);
+    let index: Value = serde_json::from_slice(&only["index.json"]).unwrap();
+    assert_eq!(
+        index["manifests"],
+        json!([entry(&md, manifest.len(), NAME)]),
+        "one entry, named only as wanted"
+    );
+    let again = verify(&only, NAME, "linux", "amd64").unwrap();
+    assert_eq!(again.names, vec![NAME.to_string()]);
+}
+
+#[test]
+fn a_docker_archive_keeps_only_the_wanted_entry_and_tags_it_only_as_wanted() {
+    let layer = b"docker-layer".to_vec();
+    let config = serde_json::to_vec(
+        &json!({"rootfs": {"type": "layers", "diff_ids": [sha256_digest(&layer)]}}),
+    )
+    .unwrap();
+    let chex = sha256_digest(&config)
+        .trim_start_matches("sha256:")
+        .to_string();
+    let list = serde_json::to_vec(&json!([
+        {"Config": format!("{chex}.json"), "RepoTags": [NAME, "docker.io/library/busybox:latest"],
+         "Layers": ["abc/layer.tar"]},
+        {"Config": format!("{chex}.json"), "RepoTags": ["docker.io/library/other:1"],
+         "Layers": ["abc/layer.tar"]}
+    ]))
+    .unwrap();
+    let files = parse_tar(&tar(&[
+        ("manifest.json", &list),
+        (&format!("{chex}.json"), &config),
+        ("abc/layer.tar", &layer),
+        ("repositories", b"{}"),
+    ]))
+    .unwrap();
+    let v = verify(&files, NAME, "linux", "amd64").unwrap();
+    let only = parse_tar(&only_verified(&files, &v, NAME).unwrap()).unwrap();
+    let config_name = format!("{chex}.json");
+    let names: Vec<&str> = only.keys().map(String::as_str).collect();
+    assert_eq!(names, ["abc/layer.tar", &config_name, "manifest.json"]);
+    let list: Value = serde_json::from_slice(&only["manifest.json"]).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["RepoTags"], json!([NAME]));
+}

@@ -4,9 +4,9 @@
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::kill_mode::rules as kill_mode;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
-use crate::checks::leaked_tasks::rules as leaked_tasks;
+use crate::checks::leaked_tasks::rules::{self as leaked_tasks, Leak};
 use crate::checks::orphans::facts::OrphanFacts;
-use crate::checks::orphans::rules as orphans;
+use crate::checks::orphans::rules::{self as orphans, Condemned};
 use crate::checks::runtime::facts::RuntimeFacts;
 use crate::checks::runtime::rules::{self as runtime, Knobs};
 use crate::checks::sandbox_image::facts::ImageFacts;
@@ -56,10 +56,10 @@ pub struct Plan {
     pub restart: Option<RestartReason>,
     /// Restore the sandbox image (archive, then pull).
     pub restore_image: bool,
-    /// Leaked tasks to delete (container ids).
-    pub delete_tasks: Vec<String>,
-    /// Orphaned container cgroups to kill.
-    pub reap: Vec<String>,
+    /// Leaked tasks to delete, as judged (each is judged again right before its delete).
+    pub delete_tasks: Vec<Leak>,
+    /// Orphaned container cgroups to kill, with the processes judged orphaned in each.
+    pub reap: Vec<Condemned>,
     /// Why a containerd restart would orphan payloads (`runtime.kill-mode`), for the
     /// restart remedy to name.
     pub restart_risks: Vec<String>,
@@ -169,6 +169,7 @@ mod tests {
                 pid: Ok(1),
                 comm: "containerd".into(),
                 root: "/var/lib/containerd".into(),
+                other_root: None,
                 dbs: Ok(vec![OpenDb {
                     fd: 3,
                     link: "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db".into(),
@@ -176,6 +177,7 @@ mod tests {
                     expected: PathBuf::from("/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db"),
                     now: Ok(FileId { dev: 1, ino: 2 }),
                     mnt_id: Some(30),
+                    resolved: None,
                 }]),
                 mounts: Ok(MountTable::parse(
                     "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n30 21 7:3 / /var/lib/containerd rw - ext4 /dev/loop3 rw\n",

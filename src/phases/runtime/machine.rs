@@ -5,12 +5,14 @@ use super::decide::{first_failure, judge, Observation, Plan, RestartReason, Scop
 use super::world::World;
 use super::{End, Gate, Mode};
 use crate::backoff::Backoff;
+use crate::checks::orphans::rules::Condemned;
 use crate::checks::runtime::rules::Knobs;
 use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::remedies::budget::{self, Decision};
+use crate::remedies::command::{tie_restart, RestartTie};
 use crate::remedies::restore::Import;
-use crate::report::{Finding, Id};
+use crate::report::{escape, Finding, Id};
 use crate::state::lock::LockError;
 use crate::state::runtime::{Outcome, Record, State, Terminal};
 use crate::state::{Loaded, RuntimeFile};
@@ -337,33 +339,17 @@ impl<'a, W: World> Machine<'a, W> {
                 "delete {} leaked task(s) (Tasks.Delete)",
                 plan.delete_tasks.len()
             );
-            self.set(would(Id::RemedyDeleteTask, what, &plan.delete_tasks));
+            let ids: Vec<String> = plan.delete_tasks.iter().map(|l| l.id.clone()).collect();
+            self.set(would(Id::RemedyDeleteTask, what, &ids));
         }
         if !plan.reap.is_empty() {
             let what = format!(
                 "kill {} orphaned container cgroup(s) and every pid in them",
                 plan.reap.len()
             );
-            let pids = self.pids_in(&plan.reap);
+            let pids: Vec<String> = plan.reap.iter().map(condemned_text).collect();
             self.set(would(Id::RemedyReapOrphans, what, &pids));
         }
-    }
-
-    /// `cgroup: pids ...` for the dry run, from the orphans finding's evidence.
-    fn pids_in(&self, cgroups: &[String]) -> Vec<String> {
-        let orphans = self.checks.iter().find(|f| f.id == Id::RuntimeOrphans);
-        let lines = orphans.map(|f| f.evidence.clone()).unwrap_or_default();
-        cgroups
-            .iter()
-            .map(|c| {
-                let procs: Vec<&str> = lines
-                    .iter()
-                    .filter(|l| l.contains(&format!("cgroup {c}")))
-                    .filter_map(|l| l.split(" (").next())
-                    .collect();
-                format!("cgroup {c}: {}", procs.join(", "))
-            })
-            .collect()
     }
 
     /// Deletes the leaked tasks and kills the orphaned cgroups the plan names, each on its
@@ -371,12 +357,13 @@ impl<'a, W: World> Machine<'a, W> {
     async fn hygiene(&mut self, plan: &Plan) -> Step {
         self.hygiene_done = true;
         let mut outcomes = Vec::new();
-        for id in &plan.delete_tasks {
-            let outcome = self.w.delete_task(id).await;
-            outcomes.push(self.note(Id::RemedyDeleteTask, "delete-task", id, outcome));
+        for leak in &plan.delete_tasks {
+            let outcome = self.w.delete_task(leak).await;
+            outcomes.push(self.note(Id::RemedyDeleteTask, "delete-task", &leak.id, outcome));
         }
-        for cgroup in &plan.reap {
-            let outcome = self.w.reap(cgroup).await;
+        for condemned in &plan.reap {
+            let outcome = self.w.reap(condemned).await;
+            let cgroup = &condemned.cgroup;
             outcomes.push(self.note(Id::RemedyReapOrphans, "reap-orphans", cgroup, outcome));
         }
         for f in Self::group(outcomes) {
@@ -427,7 +414,8 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     fn record(&mut self, item: &str, action: &str, outcome: &str) {
-        tracing::info!("{action} {item}: {outcome}");
+        let (shown, said) = (escape(item), escape(outcome));
+        tracing::info!("{action} {shown}: {said}");
         let uptime_ms = self.w.now().as_millis() as u64;
         if let Some(s) = self.state.as_mut() {
             s.record(Record {
@@ -564,6 +552,14 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     async fn restart_now(&mut self, reason: RestartReason, attempt: u32) -> Step {
+        let old_pid = self.w.containerd_pid();
+        let tie = match self.tie(old_pid) {
+            Ok(tie) => tie,
+            Err(refusal) => {
+                self.set(refusal);
+                return Step::Finish(End::Unusable);
+            }
+        };
         if reason == RestartReason::Stale && !self.mode.force {
             if let Some(refusal) = self.tasks_refusal().await {
                 self.set(refusal);
@@ -576,7 +572,6 @@ impl<'a, W: World> Machine<'a, W> {
             "restarting containerd ({why}), attempt {attempt} of {budget}"
         ));
         crate::notify::extend_timeout(self.one_restart());
-        let old_pid = self.w.containerd_pid();
         // Counted before it runs: a crash mid-restart must not refund the budget. A restart
         // the state file does not remember would not count: without a record, no restart.
         let argv = self.s.containerd.restart.join(" ");
@@ -593,8 +588,31 @@ impl<'a, W: World> Machine<'a, W> {
             return Step::Finish(End::Unusable);
         }
         let outcome = self.w.restart().await;
-        self.note_restart_outcome(why, attempt, outcome, old_pid);
+        self.note_restart_outcome(why, attempt, outcome, old_pid, tie);
         Step::Observe
+    }
+
+    /// The restart command must reach the containerd proven stale and no other runtime
+    /// (`remedies::command::tie_restart`). `Ok` carries the evidence line of a command
+    /// that may run; `Err` the refusal (never a restart, not counted in the budget).
+    fn tie(&mut self, pid: Option<i32>) -> Result<String, Finding> {
+        let cgroup = pid.and_then(|p| self.w.process_cgroup(p));
+        match tie_restart(&self.s.containerd.restart, pid, cgroup.as_deref()) {
+            RestartTie::Tied(line) | RestartTie::Untied(line) => Ok(line),
+            RestartTie::Refused(line) => {
+                self.record("containerd", "refused-restart", &line);
+                Err(Finding::fail(
+                    Id::RemedyRestart,
+                    "refused to restart containerd: the restart command does not reach the \
+                     containerd proven stale",
+                )
+                .evidence(line)
+                .remedy(
+                    "set [containerd] restart to restart the unit this containerd runs in \
+                     (the evidence names its cgroup), or restart it by hand",
+                ))
+            }
+        }
     }
 
     /// A stale containerd that still runs tasks is not restarted (they would be orphaned)
@@ -644,6 +662,7 @@ impl<'a, W: World> Machine<'a, W> {
         attempt: u32,
         outcome: Result<String, String>,
         old_pid: Option<i32>,
+        tie: String,
     ) {
         let text = match &outcome {
             Ok(t) | Err(t) => t.clone(),
@@ -671,7 +690,8 @@ impl<'a, W: World> Machine<'a, W> {
         let pid = old_pid.map_or("none".to_string(), |p| p.to_string());
         let f = f
             .evidence(text)
-            .evidence(format!("containerd pid before: {pid}"));
+            .evidence(format!("containerd pid before: {pid}"))
+            .evidence(tie);
         self.set(self.with_risks(f));
     }
 
@@ -855,4 +875,14 @@ impl<'a, W: World> Machine<'a, W> {
             let _ = self.save();
         }
     }
+}
+
+/// `cgroup C: pid N, pid M` for the dry run.
+fn condemned_text(c: &Condemned) -> String {
+    let pids: Vec<String> = c
+        .processes
+        .iter()
+        .map(|(p, _)| format!("pid {p}"))
+        .collect();
+    format!("cgroup {}: {}", c.cgroup, pids.join(", "))
 }

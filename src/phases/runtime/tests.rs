@@ -6,12 +6,15 @@ use super::decide::{Observation, Scope};
 use super::{run, End, Mode, World};
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
+use crate::checks::leaked_tasks::rules::Leak;
 use crate::checks::orphans::facts::{OrphanFacts, OrphanLook, PodProcess};
+use crate::checks::orphans::rules::Condemned;
 use crate::checks::runtime::facts::{Answering, Condition, RuntimeFacts};
 use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
 use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
 use crate::checks::workloads::Workloads;
 use crate::config::Settings;
+use crate::containerd::cri::{CriContainer, CriState, PodRef};
 use crate::containerd::tasks::LiveTask;
 use crate::containerd::tasks::{TaskInfo, TaskStatus};
 use crate::host::cgroup::ContainerCgroup;
@@ -65,6 +68,8 @@ struct Fake {
     deleted: u32,
     reaped: u32,
     restarts: u32,
+    /// containerd's `/proc/PID/cgroup`.
+    cgroup: String,
     imports: u32,
     pulls: u32,
     slept: Vec<Duration>,
@@ -96,6 +101,7 @@ impl Fake {
             deleted: 0,
             reaped: 0,
             restarts: 0,
+            cgroup: "1:name=systemd:/system.slice/containerd.service\n".into(),
             imports: 0,
             pulls: 0,
             slept: Vec::new(),
@@ -207,7 +213,8 @@ impl World for Fake {
         o
     }
 
-    async fn delete_task(&mut self, id: &str) -> Result<String, String> {
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
+        let id = &leak.id;
         assert!(self.locked, "deleted a task without the repair lock");
         if self.delete_fails {
             return Err(format!(
@@ -219,11 +226,11 @@ impl World for Fake {
         Ok(format!("deleted task {id}"))
     }
 
-    async fn reap(&mut self, cgroup: &str) -> Result<String, String> {
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String> {
         assert!(self.locked, "reaped without the repair lock");
         self.reaped += 1;
         self.orphan = false;
-        Ok(format!("killed cgroup {cgroup}"))
+        Ok(format!("killed cgroup {}", condemned.cgroup))
     }
 
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
@@ -232,6 +239,10 @@ impl World for Fake {
 
     fn containerd_pid(&self) -> Option<i32> {
         Some(4321)
+    }
+
+    fn process_cgroup(&self, _pid: i32) -> Option<String> {
+        Some(self.cgroup.clone())
     }
 
     async fn restart(&mut self) -> Result<String, String> {
@@ -296,6 +307,18 @@ fn leak_facts(leak: bool) -> LeakedTaskFacts {
             status: TaskStatus::Stopped,
             exited_unix: None,
         });
+        // Only a container CRI knows as exited is kubelet's leak to clean up.
+        w.containers.push(CriContainer {
+            id: LEAKED.into(),
+            name: "kcm".into(),
+            sandbox_id: "s1".into(),
+            state: CriState::Exited,
+            pod: PodRef {
+                name: "kcm-node1".into(),
+                namespace: "kube-system".into(),
+                uid: "u1".into(),
+            },
+        });
     }
     LeakedTaskFacts {
         first: w.clone(),
@@ -324,12 +347,16 @@ fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
             age_secs: 9,
             locks: vec!["/data/lock".into()],
             listens: Vec::new(),
+            unread: None,
+            root_dirs: Vec::new(),
         });
     }
     OrphanFacts {
         first: look.clone(),
         second: orphan.then_some(look),
         reap,
+        runtimes: Default::default(),
+        containerd_root: "/var/lib/containerd".into(),
     }
 }
 
@@ -380,6 +407,7 @@ fn stale_facts(stale: bool) -> StaleFacts {
         pid: Ok(4321),
         comm: "containerd".into(),
         root: root.into(),
+        other_root: None,
         dbs: Ok(vec![OpenDb {
             fd: 3,
             link: db.into(),
@@ -390,6 +418,7 @@ fn stale_facts(stale: bool) -> StaleFacts {
                 ino: now.1,
             }),
             mnt_id: Some(30),
+            resolved: None,
         }]),
         mounts: MountTable::parse(
             "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n\
@@ -479,6 +508,31 @@ fn stale_is_restarted_once_then_usable() {
     assert!(
         state.restarts[0].outcome.starts_with("stale: "),
         "{state:?}"
+    );
+}
+
+#[test]
+fn stale_containerd_of_another_unit_is_refused_and_nothing_counted() {
+    let mut w = Fake::new(&[Looks::Stale]);
+    w.after_restart = Some(Looks::Healthy);
+    w.cgroup = "1:name=systemd:/system.slice/k3s.service\n0::/system.slice/k3s.service\n".into();
+    let (f, end) = go(&mut w, &settings(), RUNTIME);
+    assert_eq!(end, End::Unusable);
+    assert_eq!(
+        w.restarts, 0,
+        "systemctl restart containerd.service never ran"
+    );
+    assert_eq!(status(&f, "remedy.restart"), Status::Fail);
+    let refusal = f.iter().find(|f| f.id == "remedy.restart").unwrap();
+    let text = refusal.evidence.join(" ");
+    assert!(
+        text.contains("pid 4321 belongs to k3s.service"),
+        "{refusal:?}"
+    );
+    let state = w.state.unwrap();
+    assert!(
+        state.restarts.is_empty(),
+        "a refusal spends no budget: {state:?}"
     );
 }
 

@@ -5,9 +5,9 @@
 use super::decide::{Observation, Scope};
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
-use crate::checks::leaked_tasks::rules as leaked_rules;
-use crate::checks::orphans::facts::{self as orphans, OrphanFacts};
-use crate::checks::orphans::rules as orphan_rules;
+use crate::checks::leaked_tasks::rules::{self as leaked_rules, Leak};
+use crate::checks::orphans::facts::{self as orphans, OrphanFacts, Runtime};
+use crate::checks::orphans::rules::{self as orphan_rules, Condemned};
 use crate::checks::runtime::facts::{self as runtime, RuntimeFacts};
 use crate::checks::sandbox_image::facts::{self as sandbox_image, Wanted};
 use crate::checks::stale::facts as stale;
@@ -25,6 +25,7 @@ use crate::remedies::restore::{import_archive, Import};
 use crate::state::lock::{LockError, RepairLock};
 use crate::state::runtime::State;
 use crate::state::{Loaded, RuntimeFile, StateDir};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -51,14 +52,18 @@ pub trait World {
     /// One look at the node; waits up to `wait` for containerd to answer. A hygiene family
     /// that finds a candidate looks a second time, about 2 s later, within the call.
     async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation;
-    /// `Tasks.Delete` of a leaked task (never a signal).
-    async fn delete_task(&mut self, id: &str) -> Result<String, String>;
+    /// `Tasks.Delete` of a leaked task (never a signal), after judging it again on a fresh
+    /// look: same pid, same status, still a leak.
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String>;
     /// Kills and removes an orphaned container cgroup, after checking again that its
-    /// container has no live task and every pid in it is still in it.
-    async fn reap(&mut self, cgroup: &str) -> Result<String, String>;
+    /// container has no live task and every pid in it is a judged orphan (same start
+    /// time) still in it.
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String>;
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String>;
     /// The PID serving containerd's socket (evidence for a restart).
     fn containerd_pid(&self) -> Option<i32>;
+    /// `/proc/PID/cgroup` of a process: which systemd unit a restart would reach.
+    fn process_cgroup(&self, pid: i32) -> Option<String>;
     /// Runs `[containerd] restart`, bounded.
     async fn restart(&mut self) -> Result<String, String>;
     fn archive_present(&self, archive: &Path) -> bool;
@@ -258,9 +263,11 @@ impl World for Node<'_> {
         }
     }
 
-    async fn delete_task(&mut self, id: &str) -> Result<String, String> {
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
         let conn = self.conn()?;
-        let started = Instant::now();
+        let now = workloads::gather(self.host, conn).await?;
+        leaked_rules::still_leaked(leak, &now)?;
+        let (id, started) = (&leak.id, Instant::now());
         tasks::delete(conn, K8S_NS, id)
             .await
             .map_err(String::from)?;
@@ -270,7 +277,8 @@ impl World for Node<'_> {
         ))
     }
 
-    async fn reap(&mut self, cgroup: &str) -> Result<String, String> {
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String> {
+        let cgroup = condemned.cgroup.as_str();
         // The container must still have no live task: asked again right before the kill.
         let conn = self.conn()?;
         let live = workloads::gather(self.host, conn).await?;
@@ -284,7 +292,9 @@ impl World for Node<'_> {
             return Err(format!("container {id} has a live task now: left alone"));
         }
         let host = self.host;
-        let still_ours = |pids: &[i32]| still_in(host, cgroup, pids);
+        let still_ours = |pids: &[i32]| {
+            orphan_rules::still_condemned(condemned, &orphans::as_they_are(host, pids))
+        };
         let started = Instant::now();
         let killed = crate::host::cgroup::kill_cgroup(host, cgroup, &still_ours, REAP_WAIT)?;
         Ok(format!(
@@ -302,6 +312,11 @@ impl World for Node<'_> {
 
     fn containerd_pid(&self) -> Option<i32> {
         client::peer_pid(&self.socket()).ok()
+    }
+
+    fn process_cgroup(&self, pid: i32) -> Option<String> {
+        use crate::host::proc::{read_proc_file, CGROUP_CAP};
+        read_proc_file(self.host, pid, "cgroup", CGROUP_CAP).ok()
     }
 
     async fn restart(&mut self) -> Result<String, String> {
@@ -362,6 +377,8 @@ impl Node<'_> {
             first: orphans::look(self.host, first.clone()),
             second: None,
             reap: self.settings.orphans.reap,
+            runtimes: Default::default(),
+            containerd_root: resolved(&self.host.path(&self.target.root)),
         };
         let mut leaks = LeakedTaskFacts {
             first,
@@ -377,25 +394,35 @@ impl Node<'_> {
             }
             let confirmed = orphan_rules::confirmed(&orphans);
             let pids: Vec<i32> = confirmed.iter().map(|p| p.info.pid).collect();
-            orphans::describe(self.host, &mut orphans.first, &pids);
+            let ids: BTreeSet<String> = confirmed
+                .iter()
+                .map(|p| p.cgroup.container_id.clone())
+                .collect();
+            orphans.runtimes = runtimes(conn, ids).await;
+            orphans::describe(self.host, &mut orphans.first, &pids).await;
         }
         (Some(leaks), Some(orphans))
     }
 }
 
-/// Every pid about to be killed is still in `cgroup` (read again from `/proc`).
-fn still_in(host: &Host, cgroup: &str, pids: &[i32]) -> Result<(), String> {
-    for pid in pids {
-        let path = host.proc(format!("{pid}/cgroup"));
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let now = crate::host::cgroup::container_cgroup_of(&text);
-        if now.as_ref().map(|c| c.path.as_str()) != Some(cgroup) {
-            return Err(format!(
-                "pid {pid} is no longer in {cgroup}: nothing killed"
-            ));
-        }
+/// The runtime containerd records for each container id (asked only for confirmed
+/// orphans' containers).
+async fn runtimes(conn: &Conn, ids: BTreeSet<String>) -> BTreeMap<String, Runtime> {
+    let mut out = BTreeMap::new();
+    for id in ids {
+        let runtime = match tasks::runtime_of(conn, K8S_NS, &id).await {
+            Ok(Some(name)) => Runtime::Named(name),
+            Ok(None) => Runtime::Gone,
+            Err(e) => Runtime::Unreadable(e.to_string()),
+        };
+        out.insert(id, runtime);
     }
-    Ok(())
+    out
+}
+
+/// `path` with its symlinks resolved, as `mountinfo` shows it; as given when it cannot be.
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// CLOCK_BOOTTIME: keeps counting through suspend and never jumps with the wall clock, so

@@ -4,6 +4,7 @@
 use super::*;
 use crate::checks::volume::facts::{ContainerdSeen, FsStats, HiddenData, VolumeFacts};
 use crate::config::{DeviceSpec, Settings};
+use crate::host::blockdev::BtrfsDevices;
 use crate::host::mountinfo::{DevNum, MountTable};
 use crate::report::Status;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
                 how: "udev link".into(),
             },
         )),
+        btrfs: None,
         stats: Some(Ok(FsStats {
             free_bytes: 10 << 30,
             total_bytes: 20 << 30,
@@ -48,9 +50,10 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
             truncated: false,
         })),
         containerd: ContainerdSeen {
-            socket_answers: false,
+            listener: Listener::Absent,
             socket: "/run/containerd/containerd.sock".into(),
             processes: vec![],
+            not_counted: vec![],
         },
     };
     (settings, facts)
@@ -175,7 +178,7 @@ fn each_single_fault_fails_exactly_its_check() {
         ),
         (
             "containerd already serving",
-            |_, f| f.containerd.socket_answers = true,
+            |_, f| f.containerd.listener = Listener::Accepts,
             &["volume.containerd-not-started"],
         ),
         (
@@ -197,6 +200,56 @@ fn each_single_fault_fails_exactly_its_check() {
             );
         }
     }
+}
+
+/// The TKGS worker with its volume on btrfs (a subvolume): mountinfo shows `0:45`.
+fn on_btrfs(devices: Result<Vec<(&str, DevNum)>, &str>) -> VolumeFacts {
+    let (_, mut f) = tkgs();
+    let text = "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                29 1 0:45 /containerd /var/lib/containerd rw - btrfs /dev/sdb rw,subvol=/containerd\n";
+    f.mounts = MountTable::parse(text);
+    f.btrfs = Some(
+        devices
+            .map(|d| BtrfsDevices {
+                fsid: "5f0c3f5e-7b1d-4c6a-9d0e-123456789abc".into(),
+                devices: d.into_iter().map(|(n, d)| (n.to_string(), d)).collect(),
+            })
+            .map_err(String::from),
+    );
+    f
+}
+
+#[test]
+fn btrfs_passes_volume_device_only_when_the_configured_disk_backs_it() {
+    let (s, _) = tkgs();
+    let sdb = DevNum {
+        major: 8,
+        minor: 16,
+    };
+    let sdc = DevNum {
+        major: 8,
+        minor: 32,
+    };
+    let out = evaluate(
+        &s,
+        &on_btrfs(Ok(vec![("sdb", sdb)])),
+        Phase::BeforeContainerd,
+    );
+    assert_eq!(status_of(&out, "volume.device"), Status::Pass, "{out:#?}");
+    let out = evaluate(
+        &s,
+        &on_btrfs(Ok(vec![("sdc", sdc)])),
+        Phase::BeforeContainerd,
+    );
+    assert_eq!(status_of(&out, "volume.device"), Status::Fail, "{out:#?}");
+    let unknown = on_btrfs(Err("/sys/fs/btrfs/x/devices: No such file or directory"));
+    let out = evaluate(&s, &unknown, Phase::BeforeContainerd);
+    let device = out.iter().find(|f| f.id == "volume.device").unwrap();
+    assert_eq!(device.status, Status::Fail, "{out:#?}");
+    assert!(
+        device.evidence.iter().any(|e| e.contains("No such file")),
+        "{device:#?}"
+    );
 }
 
 #[test]
@@ -306,7 +359,7 @@ fn read_only_and_tripped_filesystems_are_not_writable() {
 #[test]
 fn verify_tolerates_a_running_containerd() {
     let (s, mut f) = tkgs();
-    f.containerd.socket_answers = true;
+    f.containerd.listener = Listener::Accepts;
     let out = evaluate(&s, &f, Phase::Verify);
     assert_eq!(
         status_of(&out, "volume.containerd-not-started"),
