@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::time::Duration;
 use support::node::*;
 use support::runtime::*;
 use support::*;
@@ -127,4 +128,76 @@ fn verify_repair_dry_run_on_a_stale_containerd_names_the_restart_and_changes_not
         table.dump()
     );
     assert_eq!(n.ctrd.restarts(), 0);
+}
+
+#[test]
+fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_restarting_nothing() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:lock", dead_port()));
+    let stale_pid = n.ctrd.pid();
+    let marker = n.t.path().join("restart-started");
+    let hanging = n.t.path().join("restart-hangs");
+    // The first guard's restart command hangs (a `systemctl restart` stuck on a stop job),
+    // so that guard lives on holding the repair lock.
+    write_script(
+        &hanging,
+        &format!(
+            "#!/bin/sh\necho $$ > '{m}.tmp' && mv '{m}.tmp' '{m}'\nexec sleep 600\n",
+            m = marker.display()
+        ),
+    );
+    let holder_cfg = n.config(
+        &hanging,
+        "[sandbox]\npull = false\n\n[hold]\ntimeout = \"60s\"\n",
+    );
+    let mut holder = Guard::with_config(&holder_cfg).spawn(&["--json", "runtime"]);
+    let hung = KillOnDrop {
+        pid: poll_until(
+            "the first guard's restart command to start",
+            Duration::from_secs(30),
+            || {
+                std::fs::read_to_string(&marker)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<i32>().ok())
+            },
+        ),
+    };
+    let lock_file = n.t.guard_state_dir().join("repair.lock");
+    assert_eq!(flock_holders(&lock_file), vec![holder.pid() as i32]);
+
+    // The second guard (kubelet's ExecStartPre) may restart for real, but holds 3 s only.
+    // README: repairs serialise on the lock, "so one fault costs one restart however many
+    // guards see it"; `[hold] timeout`: "guard runtime blocks at most this long".
+    let hold = Duration::from_secs(3);
+    let cfg = n.config(
+        &n.ctrd.restart_program(),
+        "[sandbox]\npull = false\n\n[hold]\ntimeout = \"3s\"\n",
+    );
+    let second =
+        Guard::with_config(&cfg).run_within(&["--json", "runtime"], Duration::from_secs(60));
+    assert!(
+        second.elapsed < hold + Duration::from_secs(5),
+        "the second guard ends within its {hold:?} hold (+5 s): {}",
+        second.dump()
+    );
+    second.expect(1, "remedy.budget", "fail").mentions(
+        "remedy.budget",
+        &["repair lock is held", &format!("pid {}", holder.pid())],
+    );
+    assert!(!holder.exited(), "the holder still holds the lock");
+    assert_eq!(n.ctrd.restarts(), 0, "the second guard restarted nothing");
+    assert_eq!(n.ctrd.pid(), stale_pid);
+    assert_eq!(
+        recorded_restarts(&n).len(),
+        1,
+        "only the holder's restart is recorded"
+    );
+    println!(
+        "BENCH lock-waiter ended after {:.2}s",
+        second.elapsed.as_secs_f64()
+    );
+    let _killed = holder.sigkill();
+    hung.kill();
 }
