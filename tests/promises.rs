@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 use support::node::*;
 use support::runtime::*;
@@ -200,4 +201,114 @@ fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_rest
     );
     let _killed = holder.sigkill();
     hung.kill();
+}
+
+/// Where the README's default textfile lives: `/var/lib/prometheus/node-exporter/`.
+const DEFAULT_TEXTFILE_PARENT: &str = "/var/lib/prometheus";
+
+/// The guard run in a mount namespace of its own where `dir` (the test's) is
+/// `/var/lib/prometheus`: the default textfile path lands in the test's tree, never the
+/// host's.
+fn with_prometheus_dir(dir: &Path) -> Vec<String> {
+    assert!(
+        Path::new(DEFAULT_TEXTFILE_PARENT).is_dir(),
+        "{DEFAULT_TEXTFILE_PARENT} is missing: install prometheus-node-exporter (tests/runtime.rs s18 needs it too)"
+    );
+    let script = format!(
+        "mount --bind '{}' {DEFAULT_TEXTFILE_PARENT} && exec \"$0\" \"$@\"",
+        dir.display()
+    );
+    ["unshare", "-m", "sh", "-c", &script]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// A healthy node (the sandbox image imported) and its `guard verify --json` run with the
+/// default textfile directory replaced by `prometheus` (a directory of the test's), with
+/// `metrics` as the `[metrics]` table's body.
+fn verify_with_metrics(tag: &str, prometheus: &Path, metrics: &str) -> (Node, Outcome) {
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
+    n.import_image();
+    let cfg = n.config(
+        &n.ctrd.restart_program(),
+        &format!("[sandbox]\npull = false\n\n[metrics]\n{metrics}\n"),
+    );
+    let wrapper = with_prometheus_dir(prometheus);
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let out = Guard::with_config(&cfg)
+        .wrapped_in(&wrapper)
+        .run(&["--json", "verify"]);
+    (n, out)
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn default_textfile_is_written_when_its_directory_exists_and_not_when_it_is_missing() {
+    if !require_root(&["unshare", "mount"]) || !require_root(TOOLS) {
+        return;
+    }
+    // README: "default /var/lib/prometheus/node-exporter/containerd-guard.prom, Debian's
+    // textfile directory, written only when that directory exists".
+    let t = TempRoot::new();
+    let prometheus = t.path().join("prometheus");
+    std::fs::create_dir(&prometheus).unwrap();
+    let (_n, out) = verify_with_metrics("nodir", &prometheus, "");
+    assert_eq!(out.code, 0, "{}", out.dump());
+    assert!(
+        !out.stdout.contains("metrics.textfile"),
+        "a missing default directory is no warning: {}",
+        out.dump()
+    );
+    assert_eq!(
+        entries(&prometheus),
+        Vec::<String>::new(),
+        "node-exporter/ is not created: {}",
+        out.dump()
+    );
+
+    // The same with the directory there: the file is written (the namespace works).
+    std::fs::create_dir(prometheus.join("node-exporter")).unwrap();
+    let (_n, out) = verify_with_metrics("dir", &prometheus, "");
+    assert_eq!(out.code, 0, "{}", out.dump());
+    let text = std::fs::read_to_string(prometheus.join("node-exporter/containerd-guard.prom"))
+        .unwrap_or_else(|e| panic!("the default textfile: {e}\n{}", out.dump()));
+    assert!(text.contains("containerd_guard_usable 1"), "{text}");
+}
+
+#[test]
+fn empty_textfile_writes_no_textfile_and_reports_no_metrics_warning() {
+    if !require_root(&["unshare", "mount"]) || !require_root(TOOLS) {
+        return;
+    }
+    // README: "`textfile = \"\"` turns it off" (and the config's comment: "\"\" turns
+    // metrics off"), even where node_exporter's directory exists.
+    let t = TempRoot::new();
+    let prometheus = t.path().join("prometheus");
+    std::fs::create_dir_all(prometheus.join("node-exporter")).unwrap();
+    let (n, out) = verify_with_metrics("off", &prometheus, "textfile = \"\"");
+    assert_eq!(out.code, 0, "{}", out.dump());
+    assert!(
+        !out.stdout.contains("metrics.textfile"),
+        "no metrics warning: {}",
+        out.dump()
+    );
+    assert_eq!(
+        entries(&prometheus.join("node-exporter")),
+        Vec::<String>::new(),
+        "no textfile: {}",
+        out.dump()
+    );
+    assert!(
+        !n.t.guard_state_dir().join("metrics.json").exists(),
+        "metrics off keeps no metrics either"
+    );
 }
