@@ -312,3 +312,54 @@ fn empty_textfile_writes_no_textfile_and_reports_no_metrics_warning() {
         "metrics off keeps no metrics either"
     );
 }
+
+#[test]
+fn require_network_holds_while_cri_reports_the_network_not_ready_and_not_otherwise() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    // The test's containerd has no CNI configuration: CRI reports NetworkReady=false.
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:net", dead_port()));
+    n.import_image();
+    let restart = n.ctrd.restart_program();
+    let pid = n.ctrd.pid();
+
+    // README: `runtime.network` is "CRI NetworkReady; warn only, unless [hold]
+    // require_network = true"; `require_network = false` "does not block by default".
+    let cfg = n.config(
+        &restart,
+        "[sandbox]\npull = false\n\n[hold]\nrequire_network = false\ntimeout = \"3s\"\n",
+    );
+    let out = runtime(&cfg);
+    out.expect(0, "runtime.network", "warn")
+        .mentions("runtime.network", &["NetworkReady=false"]);
+
+    // Required: `guard runtime` holds kubelet for its hold timeout, then fails naming it.
+    let hold = Duration::from_secs(3);
+    let cfg = n.config(
+        &restart,
+        "[sandbox]\npull = false\n\n[hold]\nrequire_network = true\ntimeout = \"3s\"\n",
+    );
+    let out = runtime(&cfg);
+    out.expect(1, "runtime.network", "fail").mentions(
+        "runtime.network",
+        &["NetworkReady=false", "require_network"],
+    );
+    assert!(
+        out.elapsed >= hold - Duration::from_millis(500)
+            && out.elapsed < hold + Duration::from_secs(10),
+        "held for its {hold:?} hold: {}",
+        out.dump()
+    );
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "a restart does not bring CNI: {}",
+        out.dump()
+    );
+    assert_eq!(n.ctrd.pid(), pid);
+    println!(
+        "BENCH require_network hold ended after {:.2}s",
+        out.elapsed.as_secs_f64()
+    );
+}
