@@ -363,3 +363,48 @@ fn require_network_holds_while_cri_reports_the_network_not_ready_and_not_otherwi
         out.elapsed.as_secs_f64()
     );
 }
+
+#[test]
+fn backoff_max_caps_the_wait_before_the_next_restart() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    // README: `backoff = "10s"  # doubles after each restart`, `backoff_max = "5m"`: the
+    // wait between two restarts is the doubled backoff, capped at backoff_max. Here the
+    // backoff alone would be an hour; the cap makes it 2 s, well within the 10 s hold.
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:bmax", dead_port()));
+    let cap = Duration::from_secs(2);
+    let cfg = n.config(
+        &n.ctrd.noop_program(),
+        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"1h\"\n\
+         backoff_max = \"2s\"\n\n[hold]\ntimeout = \"10s\"\n",
+    );
+    let before = n.content();
+    // The restart command does not help (containerd stays stale): the guard restarts,
+    // waits, restarts again within the one run, then the budget is spent.
+    let out = runtime(&cfg);
+    out.expect(4, "remedy.budget", "fail");
+    assert_eq!(
+        n.ctrd.restarts(),
+        2,
+        "two restarts in one run: {}",
+        out.dump()
+    );
+    let at: Vec<u64> = recorded_restarts(&n)
+        .iter()
+        .map(|r| r["uptime_ms"].as_u64().expect("uptime_ms"))
+        .collect();
+    assert_eq!(at.len(), 2, "{at:?}");
+    let gap = Duration::from_millis(at[1] - at[0]);
+    assert!(
+        gap >= cap && gap <= cap + Duration::from_secs(3),
+        "the second restart {gap:?} after the first: backoff_max {cap:?} (+3 s margin)\n{}",
+        out.dump()
+    );
+    println!(
+        "BENCH backoff_max gap {:.2}s, run {:.2}s",
+        gap.as_secs_f64(),
+        out.elapsed.as_secs_f64()
+    );
+    before.assert_nothing_lost(&n.content());
+}
