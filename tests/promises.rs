@@ -408,3 +408,38 @@ fn backoff_max_caps_the_wait_before_the_next_restart() {
     );
     before.assert_nothing_lost(&n.content());
 }
+
+#[test]
+fn hygiene_on_a_stale_containerd_never_restarts_it() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    // README: `guard hygiene` "deletes exactly the leaked tasks, kills exactly the orphaned
+    // container cgroups; never restarts containerd" - not even a stale one (that is the
+    // boot's `guard runtime` or an operator's `verify --repair`).
+    let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:hyg", dead_port()));
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let (pid, started) = (n.ctrd.pid(), start_time(n.ctrd.pid()));
+    let before = n.content();
+    let out = Guard::with_config(&cfg).run(&["--json", "hygiene"]);
+    assert_eq!(
+        n.ctrd.restarts(),
+        0,
+        "hygiene restarted containerd: {}",
+        out.dump()
+    );
+    assert_eq!(n.ctrd.pid(), pid, "{}", out.dump());
+    assert_eq!(start_time(pid), started, "the same containerd process");
+    assert!(
+        !has_finding(&out, "remedy.restart") && !has_finding(&out, "remedy.restore-image"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        out.code,
+        0,
+        "nothing leaked, nothing orphaned: {}",
+        out.dump()
+    );
+    before.assert_nothing_lost(&n.content());
+}
