@@ -1,6 +1,12 @@
 //! Every transition of phase 2 against a fake world: no root, no containerd, no sleeping
-//! (the fake clock jumps), so each case runs in milliseconds. The same behaviours are
-//! proven on a real containerd by `tests/runtime.rs`.
+//! (the fake clock jumps), so each case runs in milliseconds. Most behaviours are also
+//! proven on a real containerd (`tests/runtime.rs`, `tests/faults_runtime.rs`,
+//! `tests/hygiene.rs`, `tests/promises.rs`: `--force` over running tasks, a restart's dry
+//! run, a live guard holding the lock past the hold, hygiene on a stale containerd). Two
+//! are proven only here: a failing `Tasks.Delete` (a real containerd cannot be made to
+//! fail one for a task it would delete) and restart evidence naming the kill-mode risk
+//! (its facts come from `systemctl show`, and the test host has no systemd as PID 1; the
+//! vm-tests' k3s scenario checks the `runtime.kill-mode` warning itself).
 
 use super::decide::{Observation, Scope};
 use super::{run, End, Mode, World};
