@@ -24,6 +24,34 @@ fn start_time(pid: i32) -> u64 {
         .unwrap()
 }
 
+/// A pod left running by a containerd the test then replaced (the stale one `--force`
+/// restarted away): nothing will ever remove it, so on drop its shim and the shim's
+/// children (the pause process) are killed and its mounts below `dir` detached.
+struct StrandedPod {
+    id: String,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for StrandedPod {
+    fn drop(&mut self) {
+        let ids = [self.id.clone()];
+        for (shim, _) in support::hygiene::shims_of(&ids) {
+            let children = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+            let children = children
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| support::hygiene::ppid(*pid) == Some(shim));
+            for pid in children {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        support::hygiene::kill_shims_of(&ids);
+        support::hygiene::unmount_under(&self.dir, &ids);
+    }
+}
+
 /// The TKGS order with a pod: the volume holds the images (the sandbox image and another),
 /// containerd runs on the root filesystem's copy of the directory with a running pod
 /// sandbox, the volume is mounted over it. Returns the node, the pod's id and a content
@@ -48,6 +76,10 @@ fn verify_repair_force_restarts_a_stale_containerd_with_running_tasks_once() {
         return;
     }
     let (n, pod, on_volume) = stale_with_running_pod("force");
+    let _stranded = StrandedPod {
+        id: pod.clone(),
+        dir: n.t.path().to_path_buf(),
+    };
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     let stale_pid = n.ctrd.pid();
 
