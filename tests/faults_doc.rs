@@ -1,7 +1,7 @@
 //! docs/faults.md cannot rot: every test a row cites (`path::test_name`) exists in that
 //! file of the repository as a `#[test]` function (a helper of that name does not count),
-//! every row cites one, every group is there, and the matrix has at
-//! least 30 rows. A group still waiting for its rows holds only the placeholder comment.
+//! every row cites one, a row that cites no real-component test (`tests/...`) says
+//! `(unit test only: why)`, every group is there, and the matrix has at least 30 rows. A group still waiting for its rows holds only the placeholder comment.
 
 use std::path::Path;
 
@@ -16,6 +16,7 @@ const GROUPS: &[&str] = &[
     "config inputs",
     "concurrency",
     "clock",
+    "hostile node",
 ];
 
 fn doc() -> String {
@@ -134,4 +135,37 @@ fn the_check_finds_a_renamed_test_a_missing_file_and_a_helper() {
             "tests/faults_doc.rs::missing_in (not a #[test])".to_string(),
         ]
     );
+}
+
+/// The rows that cite no test under `tests/` (no real component) and do not say so.
+fn unit_only_unsaid(doc: &str) -> Vec<String> {
+    rows(doc)
+        .into_iter()
+        .filter(|row| {
+            !cited(row)
+                .iter()
+                .any(|(file, _)| file.starts_with("tests/"))
+        })
+        .filter(|row| !row.contains("(unit test only: "))
+        .map(|row| row.split('|').nth(1).unwrap_or("").trim().to_string())
+        .collect()
+}
+
+#[test]
+fn a_row_proven_only_by_unit_tests_says_so() {
+    let unsaid = unit_only_unsaid(&doc());
+    assert!(
+        unsaid.is_empty(),
+        "docs/faults.md rows proven by unit tests alone must say `(unit test only: why)`:\n  {}",
+        unsaid.join("\n  ")
+    );
+}
+
+#[test]
+fn the_unit_only_check_finds_a_row_that_does_not_say_so() {
+    let doc = "## x\n\n| fault | does | test |\n|---|---|---|\n\
+               | real | b | `tests/faults_doc.rs::every_cited_test_exists` |\n\
+               | said | d | `src/lib.rs::x` (unit test only: a pure rule) |\n\
+               | unsaid | f | `src/lib.rs::y` |\n";
+    assert_eq!(unit_only_unsaid(doc), vec!["unsaid".to_string()]);
 }
