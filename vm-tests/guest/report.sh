@@ -37,9 +37,14 @@ echo "netdevs=$(ls /sys/class/net | tr '\n' ' ' | sed 's/ $//')"
 echo "mount=$(findmnt -rno SOURCE,FSTYPE,LABEL /var/lib/containerd 2>/dev/null)"
 # what lies on the root filesystem under the mount point
 # shellcheck disable=SC2012 # names only, for the evidence line; the host greps them
-mkdir -p /run/vm-tests/rootfs && mount --bind / /run/vm-tests/rootfs 2>/dev/null &&
-  echo "rootfs_under_mount=$(ls -A /run/vm-tests/rootfs/var/lib/containerd 2>/dev/null | tr '\n' ' ')" &&
+# (rootfs_checked says whether it could look: a failed bind mount proves nothing)
+if mkdir -p /run/vm-tests/rootfs && mount --bind / /run/vm-tests/rootfs 2>/dev/null; then
+  echo "rootfs_checked=yes"
+  echo "rootfs_under_mount=$(ls -A /run/vm-tests/rootfs/var/lib/containerd 2>/dev/null | tr '\n' ' ')"
   umount /run/vm-tests/rootfs
+else
+  echo "rootfs_checked=no"
+fi
 [ -f /run/vm-tests/kubelet.result ] && sed 's/^/standin./' /run/vm-tests/kubelet.result
 # the running-node scenarios' facts (scenario.sh incident), prefixed `sc.`
 [ -f /run/vm-tests/scenario.txt ] && sed -E 's/^([^|=]*[|=])/sc.\1/' /run/vm-tests/scenario.txt
