@@ -538,3 +538,54 @@ fn volume_mount_refuses_a_device_with_no_filesystem_and_formats_nothing() {
         dev.path.display()
     );
 }
+
+#[test]
+fn sandbox_image_override_passes_on_an_image_present_under_another_name_without_restore_or_pull() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    // README: `[sandbox] image` overrides the sandbox image named in containerd's config.
+    // containerd's configured image is absent; the override names one that is there.
+    let configured = format!("127.0.0.1:{}/guard/pause:configured", dead_port());
+    let n = Node::healthy(&configured);
+    let present = PauseImage::new(&format!(
+        "127.0.0.1:{}/guard/present:{}",
+        dead_port(),
+        unique("", 6)
+    ));
+    n.ctrd
+        .ctr_import(&present.write_oci(&n.t.path().join("present.oci.tar"), false));
+    // Both remedies available: an archive of the configured image and pulls (from a dead
+    // registry), so a restore or a pull would show in the findings and the image list.
+    let archive = n.oci_archive(false);
+    let sandbox = format!("[sandbox]\narchives = [\"{}\"]\n", archive.display());
+
+    let without = n.config(&n.ctrd.restart_program(), &sandbox);
+    let v = Guard::with_config(&without).run(&["--json", "verify"]);
+    v.expect(1, "runtime.sandbox-image", "fail").mentions(
+        "runtime.sandbox-image",
+        &[&configured, "not in namespace k8s.io"],
+    );
+
+    let with = n.config(
+        &n.ctrd.restart_program(),
+        &format!("{sandbox}image = \"{}\"\n", present.name),
+    );
+    let before = n.content();
+    let out = runtime(&with);
+    out.expect(0, "runtime.sandbox-image", "pass").mentions(
+        "runtime.sandbox-image",
+        &[&present.name, "complete and unpacked"],
+    );
+    for remedy in ["remedy.restore-image", "remedy.pull"] {
+        assert!(!has_finding(&out, remedy), "no {remedy}:\n{}", out.dump());
+    }
+    let after = n.content();
+    before.assert_nothing_lost(&after);
+    assert!(
+        !after.has_image_named("guard/pause:configured"),
+        "the configured image was restored or pulled: {after:?}\n{}",
+        out.dump()
+    );
+    assert_eq!(n.ctrd.restarts(), 0, "{}", out.dump());
+}
