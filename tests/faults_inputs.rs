@@ -31,7 +31,8 @@ fn image(tag: &str) -> String {
 trait InputsNode {
     /// A good OCI archive of the sandbox image, root's, 0644.
     fn archive(&self) -> PathBuf;
-    /// The guard's whole config: this tree's containerd, `restart`, `extra`.
+    /// The guard's whole config: this tree's containerd, `restart`, `extra`, the metrics
+    /// textfile in this tree unless `extra` has `[metrics]` (`TempRoot::with_metrics_in_tree`).
     fn config_text(&self, restart: &Path, extra: &str) -> String;
     /// The same with the restart program, written as the guard's config file.
     fn config_with(&self, extra: &str) -> PathBuf;
@@ -49,10 +50,11 @@ impl InputsNode for Node {
 
     fn config_text(&self, restart: &Path, extra: &str) -> String {
         format!(
-            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{extra}\n",
+            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{}\n",
             self.t.guard_state_dir().display(),
             self.t.containerd_config().display(),
-            restart.display()
+            restart.display(),
+            self.t.with_metrics_in_tree(extra)
         )
     }
 

@@ -232,3 +232,49 @@ fn ci_fails_when_vm_tests_run_is_missing_or_not_executable() {
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("vm-tests ran"));
 }
+
+/// The `textfile = "..."` values of a guard config.
+fn textfiles(config: &Path) -> Vec<String> {
+    std::fs::read_to_string(config)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("textfile = "))
+        .map(|v| v.trim_matches('"').to_string())
+        .collect()
+}
+
+#[test]
+fn a_nodes_guard_config_puts_the_metrics_textfile_in_its_own_tree() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    // Without it every real `verify`/`runtime` rewrote the host's
+    // /var/lib/prometheus/node-exporter/containerd-guard.prom (the default path).
+    let n = node_with_image("selftest-metrics");
+    n.import_image();
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let named = textfiles(&cfg);
+    assert_eq!(
+        named,
+        vec![n.t.metrics_textfile().display().to_string()],
+        "one textfile, the tree's: {}",
+        std::fs::read_to_string(&cfg).unwrap()
+    );
+    assert!(n.t.metrics_textfile().starts_with(n.t.path()));
+    let out = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    assert_eq!(out.code, 0, "{}", out.dump());
+    let text = std::fs::read_to_string(n.t.metrics_textfile())
+        .unwrap_or_else(|e| panic!("the tree's textfile: {e}\n{}", out.dump()));
+    assert!(text.contains("containerd_guard_usable 1"), "{text}");
+
+    // A test's own [metrics] table is kept, alone (a TOML table may appear only once).
+    let cfg = n.config(&n.ctrd.restart_program(), "[metrics]\ntextfile = \"\"\n");
+    assert_eq!(textfiles(&cfg), vec![String::new()]);
+    let cfg = n.t.write_guard_config("", "[metrics]\ntextfile = \"\"\n");
+    assert_eq!(textfiles(&cfg), vec![String::new()]);
+    let cfg = n.t.write_guard_config("", "");
+    assert_eq!(
+        textfiles(&cfg),
+        vec![n.t.metrics_textfile().display().to_string()]
+    );
+}

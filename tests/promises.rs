@@ -475,3 +475,117 @@ fn hygiene_on_a_stale_containerd_never_restarts_it() {
     );
     before.assert_nothing_lost(&n.content());
 }
+
+/// The first MiB of `dev`, read directly (where any filesystem's superblock would be).
+fn first_mib(dev: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut bytes = vec![0u8; 1 << 20];
+    std::fs::File::open(dev)
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .unwrap_or_else(|e| panic!("read {}: {e}", dev.display()));
+    bytes
+}
+
+#[test]
+fn volume_mount_refuses_a_device_with_no_filesystem_and_formats_nothing() {
+    if !require_root(&["losetup", "mount"]) {
+        return;
+    }
+    // README: "`volume.mount` ... refuses a disk without a known filesystem"; the config:
+    // "mount the device when it is not mounted yet (never formats)".
+    let t = TempRoot::new();
+    let img = support::mounts::Image::sparse(t.images().join("blank.img"), 64 << 20);
+    // Bytes that are no filesystem's superblock, so "unchanged" means more than "still zero".
+    let pattern: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 | 1).collect();
+    std::fs::write(&img.path, &pattern).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img.path)
+        .and_then(|f| f.set_len(img.size))
+        .unwrap();
+    let dev = img.attach();
+    let before = first_mib(&dev.path);
+    let cfg = t.write_guard_config(
+        &format!(
+            "device = \"{}\"\nmount = true\nwait = \"2s\"",
+            dev.path.display()
+        ),
+        "",
+    );
+    let out = Guard::with_config(&cfg).run(&["--json", "volume"]);
+    out.expect(1, "volume.mount", "fail").mentions(
+        "volume.mount",
+        &[
+            &format!("refused to mount {}", dev.path.display()),
+            "no known filesystem on it",
+        ],
+    );
+    assert!(
+        !is_mount_point(&t.volume_path()),
+        "something was mounted at {}: {}",
+        t.volume_path().display(),
+        out.dump()
+    );
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mountinfo.contains(&format!(" {} ", dev.path.display())),
+        "{} is mounted somewhere:\n{mountinfo}",
+        dev.path.display()
+    );
+    assert!(
+        first_mib(&dev.path) == before,
+        "the first MiB of {} changed: the guard wrote to a disk it refused",
+        dev.path.display()
+    );
+}
+
+#[test]
+fn sandbox_image_override_passes_on_an_image_present_under_another_name_without_restore_or_pull() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    // README: `[sandbox] image` overrides the sandbox image named in containerd's config.
+    // containerd's configured image is absent; the override names one that is there.
+    let configured = format!("127.0.0.1:{}/guard/pause:configured", dead_port());
+    let n = Node::healthy(&configured);
+    let present = PauseImage::new(&format!(
+        "127.0.0.1:{}/guard/present:{}",
+        dead_port(),
+        unique("", 6)
+    ));
+    n.ctrd
+        .ctr_import(&present.write_oci(&n.t.path().join("present.oci.tar"), false));
+    // Both remedies available: an archive of the configured image and pulls (from a dead
+    // registry), so a restore or a pull would show in the findings and the image list.
+    let archive = n.oci_archive(false);
+    let sandbox = format!("[sandbox]\narchives = [\"{}\"]\n", archive.display());
+
+    let without = n.config(&n.ctrd.restart_program(), &sandbox);
+    let v = Guard::with_config(&without).run(&["--json", "verify"]);
+    v.expect(1, "runtime.sandbox-image", "fail").mentions(
+        "runtime.sandbox-image",
+        &[&configured, "not in namespace k8s.io"],
+    );
+
+    let with = n.config(
+        &n.ctrd.restart_program(),
+        &format!("{sandbox}image = \"{}\"\n", present.name),
+    );
+    let before = n.content();
+    let out = runtime(&with);
+    out.expect(0, "runtime.sandbox-image", "pass").mentions(
+        "runtime.sandbox-image",
+        &[&present.name, "complete and unpacked"],
+    );
+    for remedy in ["remedy.restore-image", "remedy.pull"] {
+        assert!(!has_finding(&out, remedy), "no {remedy}:\n{}", out.dump());
+    }
+    let after = n.content();
+    before.assert_nothing_lost(&after);
+    assert!(
+        !after.has_image_named("guard/pause:configured"),
+        "the configured image was restored or pulled: {after:?}\n{}",
+        out.dump()
+    );
+    assert_eq!(n.ctrd.restarts(), 0, "{}", out.dump());
+}

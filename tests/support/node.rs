@@ -111,13 +111,16 @@ impl Node {
         n
     }
 
-    /// `[containerd]` with the restart program, plus `extra` tables.
+    /// `[containerd]` with the restart program, plus `extra` tables, plus the metrics
+    /// textfile in the test's tree unless `extra` has `[metrics]`
+    /// ([`TempRoot::with_metrics_in_tree`]).
     pub fn config(&self, restart: &Path, extra: &str) -> PathBuf {
         self.t.write_guard_config_raw(&format!(
-            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{extra}\n",
+            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{}\n",
             self.t.guard_state_dir().display(),
             self.t.containerd_config().display(),
-            restart.display()
+            restart.display(),
+            self.t.with_metrics_in_tree(extra)
         ))
     }
 

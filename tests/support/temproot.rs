@@ -196,14 +196,37 @@ state = "{state}"
         self.path().join("run/containerd-guard")
     }
 
+    /// Where harness-written guard configs put the metrics textfile: in this tree, so a test
+    /// never rewrites the host's node_exporter file (the default path).
+    pub fn metrics_textfile(&self) -> PathBuf {
+        self.path().join("metrics/containerd-guard.prom")
+    }
+
+    /// `extra` followed by a `[metrics]` table naming [`Self::metrics_textfile`] (its
+    /// directory created), unless `extra` has a `[metrics]` table of its own: a TOML table
+    /// may appear only once, and such a test chose its metrics on purpose.
+    pub fn with_metrics_in_tree(&self, extra: &str) -> String {
+        if extra.lines().any(|l| l.trim() == "[metrics]") {
+            return extra.to_string();
+        }
+        let textfile = self.metrics_textfile();
+        std::fs::create_dir_all(textfile.parent().unwrap()).expect("create metrics dir");
+        format!(
+            "{extra}\n\n[metrics]\ntextfile = \"{}\"\n",
+            textfile.display()
+        )
+    }
+
     /// Writes the guard's config: `state_dir` under this tree, `[containerd] config` names this tree's containerd
     /// config, followed by `[volume]` with `volume` as its body, then `extra` verbatim
-    /// (further tables; must not repeat `[containerd]` or `[volume]`).
+    /// (further tables; must not repeat `[containerd]` or `[volume]`), then the metrics
+    /// textfile in this tree unless `extra` has `[metrics]` ([`Self::with_metrics_in_tree`]).
     pub fn write_guard_config(&self, volume: &str, extra: &str) -> PathBuf {
         let text = format!(
-            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\n\n[volume]\n{volume}\n{extra}\n",
+            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\n\n[volume]\n{volume}\n{}\n",
             self.guard_state_dir().display(),
-            self.containerd_config().display()
+            self.containerd_config().display(),
+            self.with_metrics_in_tree(extra)
         );
         self.write_guard_config_raw(&text)
     }
