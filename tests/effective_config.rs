@@ -42,23 +42,8 @@ fn a_containerd_configured_through_imports_is_found_where_its_imports_put_it() {
     if !require_root(TOOLS) {
         return;
     }
-    let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:imports", dead_port());
-    t.write_containerd_config_with(Some(&image));
-    split_into_imports(&t);
-    let vol = LoopVolume::new(
-        &t.images(),
-        FsKind::Ext4,
-        &unique("cg", 8),
-        &t.volume_path(),
-    );
-    let ctrd = Restartable::start(&t);
-    let n = Node {
-        ctrd,
-        vol,
-        img: PauseImage::new(&image),
-        t,
-    };
+    let n = Node::healthy_prepared(TempRoot::new(), &image, split_into_imports);
     n.import_image();
     let cfg = n.config(&n.ctrd.noop_program(), "");
     // Phase 2 talks to the socket the import names and judges the root it names.
@@ -129,31 +114,18 @@ fn a_snapshotter_directory_symlinked_inside_the_root_is_judged_current() {
     if !require_root(TOOLS) {
         return;
     }
-    let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:symlink", dead_port());
-    t.write_containerd_config_with(Some(&image));
-    let vol = LoopVolume::new(
-        &t.images(),
-        FsKind::Ext4,
-        &unique("cg", 8),
-        &t.volume_path(),
-    );
     // The overlayfs snapshotter's directory is a symlink to a directory inside the root.
-    let real = t.volume_path().join("snapshots-overlayfs");
-    std::fs::create_dir_all(&real).unwrap();
-    std::os::unix::fs::symlink(
-        "snapshots-overlayfs",
-        t.volume_path()
-            .join("io.containerd.snapshotter.v1.overlayfs"),
-    )
-    .unwrap();
-    let ctrd = Restartable::start(&t);
-    let n = Node {
-        ctrd,
-        vol,
-        img: PauseImage::new(&image),
-        t,
-    };
+    let n = Node::healthy_prepared(TempRoot::new(), &image, |t| {
+        std::fs::create_dir_all(t.volume_path().join("snapshots-overlayfs")).unwrap();
+        std::os::unix::fs::symlink(
+            "snapshots-overlayfs",
+            t.volume_path()
+                .join("io.containerd.snapshotter.v1.overlayfs"),
+        )
+        .unwrap();
+    });
+    let real = n.t.volume_path().join("snapshots-overlayfs");
     n.import_image();
     poll_until(
         "containerd to hold the snapshotter's database",

@@ -69,6 +69,16 @@ impl Node {
 
     /// As [`Node::healthy`], in a given tree (e.g. [`TempRoot::world_readable_in`]).
     pub fn healthy_in(t: TempRoot, image: &str) -> Node {
+        Node::healthy_prepared(t, image, |_| {})
+    }
+
+    /// As [`Node::healthy_in`], with `before_start` run once the volume is mounted and
+    /// before containerd starts (a config split into imports, a symlink inside the root).
+    pub fn healthy_prepared(
+        t: TempRoot,
+        image: &str,
+        before_start: impl FnOnce(&TempRoot),
+    ) -> Node {
         t.write_containerd_config_with(Some(image));
         let vol = LoopVolume::new(
             &t.images(),
@@ -76,6 +86,7 @@ impl Node {
             &unique("cg", 8),
             &t.volume_path(),
         );
+        before_start(&t);
         let ctrd = Restartable::start(&t);
         Node {
             ctrd,
