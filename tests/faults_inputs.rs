@@ -73,19 +73,6 @@ impl InputsNode for Node {
     }
 }
 
-/// Exit 3, and the message names every one of `needles` (the file, owner, mode, fix).
-#[track_caller]
-fn expect_config_error(out: &Outcome, needles: &[&str]) {
-    assert_eq!(out.code, 3, "a config error is exit 3:\n{}", out.dump());
-    for n in needles {
-        assert!(
-            out.stderr.contains(n),
-            "stderr lacks {n:?}:\n{}",
-            out.dump()
-        );
-    }
-}
-
 /// Runs `guard runtime` with the config `fault` leaves, on a node a trusting guard would
 /// restart; expects exit 3 naming `needles` and nothing done.
 fn refused(tag: &str, fault: impl FnOnce(&Node, PathBuf) -> (PathBuf, Vec<String>)) {
@@ -100,7 +87,7 @@ fn refused(tag: &str, fault: impl FnOnce(&Node, PathBuf) -> (PathBuf, Vec<String
     let pid = n.ctrd.pid();
     let out = runtime(&cfg);
     let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
-    expect_config_error(&out, &needles);
+    out.expect_config_error(&needles);
     n.assert_untouched(pid, &before);
 }
 
@@ -216,7 +203,7 @@ fn config_fragment_writable_by_group_is_refused_exit_3() {
     let before = n.content();
     let pid = n.ctrd.pid();
     let out = layered(&sysroot).run(&["--json", "runtime"]);
-    expect_config_error(&out, &[&shown(&fragment), "mode 0664", "chmod go-w"]);
+    out.expect_config_error(&[&shown(&fragment), "mode 0664", "chmod go-w"]);
     n.assert_untouched(pid, &before);
     chmod(&fragment, 0o644);
     let out = layered(&sysroot).run(&["config"]);
@@ -297,7 +284,7 @@ fn archive_appearing_later_writable_by_others_is_refused_at_import() {
     assert_eq!(after.blob_count(), before.blob_count(), "nothing imported");
     // Now that it exists, the next run refuses it with the config.
     let verify = Guard::with_config(&cfg).run(&["--json", "verify"]);
-    expect_config_error(&verify, &[&shown(&archive), "sandbox.archives"]);
+    verify.expect_config_error(&[&shown(&archive), "sandbox.archives"]);
 }
 
 /// Fragment faults end at the config: no containerd needed, nor root.
@@ -310,7 +297,7 @@ fn fragment_error(write: impl FnOnce(&Path) -> PathBuf, needles: &[&str]) {
     let mut all = vec![shown(&file)];
     all.extend(needles.iter().map(|s| s.to_string()));
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    expect_config_error(&out, &all);
+    out.expect_config_error(&all);
 }
 
 #[test]

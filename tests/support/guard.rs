@@ -143,6 +143,21 @@ impl Guard {
 }
 
 impl Outcome {
+    /// Exit 3 (a configuration error, not a panic), and stderr names every one of
+    /// `needles` (the file, the key, the owner, the fix).
+    #[track_caller]
+    pub fn expect_config_error(&self, needles: &[&str]) {
+        assert!(!self.stderr.contains("panicked"), "{}", self.dump());
+        assert_eq!(self.code, 3, "a config error is exit 3:\n{}", self.dump());
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "stderr lacks {n:?}:\n{}",
+                self.dump()
+            );
+        }
+    }
+
     /// The finding with `id`, panicking with the whole output when there is none.
     pub fn finding(&self, id: &str) -> &serde_json::Value {
         let json = self
