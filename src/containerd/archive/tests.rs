@@ -178,8 +178,9 @@ fn an_index_that_points_at_itself_is_refused_without_following_it() {
     assert!(err.contains("is not an image manifest"), "{err}");
 }
 
-#[test]
-fn docker_archive_layers_are_checked_against_diff_ids() {
+/// A docker-save layer, the config whose diff_ids name it, and the config's hex digest
+/// (its file name in the archive).
+fn docker_layer_and_config() -> (Vec<u8>, Vec<u8>, String) {
     let layer = b"docker-layer".to_vec();
     let config = serde_json::to_vec(
         &json!({"rootfs": {"type": "layers", "diff_ids": [sha256_digest(&layer)]}}),
@@ -188,6 +189,12 @@ fn docker_archive_layers_are_checked_against_diff_ids() {
     let chex = sha256_digest(&config)
         .trim_start_matches("sha256:")
         .to_string();
+    (layer, config, chex)
+}
+
+#[test]
+fn docker_archive_layers_are_checked_against_diff_ids() {
+    let (layer, config, chex) = docker_layer_and_config();
     let manifest = serde_json::to_vec(&json!([
         {"Config": format!("{chex}.json"), "RepoTags": [NAME], "Layers": ["abc/layer.tar"]}
     ]))
@@ -393,14 +400,7 @@ fn only_the_verified_image_goes_into_the_archive_imported_under_the_wanted_name_
 
 #[test]
 fn a_docker_archive_keeps_only_the_wanted_entry_and_tags_it_only_as_wanted() {
-    let layer = b"docker-layer".to_vec();
-    let config = serde_json::to_vec(
-        &json!({"rootfs": {"type": "layers", "diff_ids": [sha256_digest(&layer)]}}),
-    )
-    .unwrap();
-    let chex = sha256_digest(&config)
-        .trim_start_matches("sha256:")
-        .to_string();
+    let (layer, config, chex) = docker_layer_and_config();
     let list = serde_json::to_vec(&json!([
         {"Config": format!("{chex}.json"), "RepoTags": [NAME, "docker.io/library/busybox:latest"],
          "Layers": ["abc/layer.tar"]},
