@@ -257,6 +257,8 @@ act() { # NAME CMD...: an action that must leave containerd and kubelet untouche
 }
 ops() {
   local sid cid shim u a st cur t0 cpid deb
+  # the stand-in is a daemon (Type=simple): active at once, its pod comes after
+  until_ok 240 grep -qx 'result=ok' /run/vm-tests/kubelet.result; echo "pod.rc=$?"
   standin_ids
   [ -n "$sid" ] || { echo "error=the stand-in started no pod"; return; }
   shim=$(pgrep -f -- "containerd-shim-runc-v2 .*-id $sid( |\$)" | head -n1)
