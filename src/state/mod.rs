@@ -3,9 +3,9 @@
 //! atomic writer per file, and the repair lock ([`lock`]).
 //!
 //! Files:
-//! - `volume.ok`: written by `guard volume` on success, removed on failure; containerd's
-//!   drop-in asserts it exists, so containerd cannot start in a boot whose volume was not
-//!   verified.
+//! - `volume.ok`: this boot's id, written by `guard volume` on success, removed on
+//!   failure: containerd's pre-start has verified the volume this boot, so a later start
+//!   gets the quick check (`phases::volume`). Never written from the initrd.
 //! - `volume.json`: phase 1's last verdict ([`volume::VolumeRecord`]).
 //! - `runtime.json`: phase 2's budget, history and terminal state ([`runtime::State`]).
 //!   A file that does not parse is kept as `runtime.json.corrupt` and means "no restart
@@ -161,14 +161,6 @@ impl StateDir {
     pub fn read_volume(&self) -> Option<VolumeRecord> {
         let text = self.read(VOLUME_RECORD).ok()??;
         parse_volume(&text, &self.boot_id)
-    }
-
-    /// Whether this boot's `volume.ok` is there: phase 1 proved the volume this boot.
-    pub fn volume_proved(&self) -> bool {
-        self.read(VOLUME_MARKER)
-            .ok()
-            .flatten()
-            .is_some_and(|text| text.trim_ascii() == self.boot_id.as_bytes())
     }
 
     /// Leaves phase 1's outcome where `guard status`, phase 2 and containerd's unit look:
