@@ -226,7 +226,7 @@ leftovers() {
   while IFS= read -r f; do
     [ -n "$f" ] && [ ! -d "$f" ] && { [ -e "$f" ] || [ -L "$f" ]; } && echo "$f"
   done </run/vm-tests/package.files
-  for f in "$textfile" /run/containerd-guard /etc/containerd-guard /var/lib/dpkg/info/containerd-guard.*; do
+  for f in "$textfile" /run/containerd-guard /run/containerd-guard.dpkg-remove /etc/containerd-guard /var/lib/dpkg/info/containerd-guard.*; do
     { [ -e "$f" ] || [ -L "$f" ]; } && echo "$f"
   done
   find /etc/systemd/system /var/lib/systemd/deb-systemd-helper-enabled /var/lib/systemd/deb-systemd-helper-masked \
