@@ -86,7 +86,14 @@ pub struct Cli {
 pub enum Command {
     /// Phase 1, before containerd: prove the volume at containerd's root is the intended
     /// ephemeral volume. Fails closed.
-    Volume,
+    Volume {
+        /// Run as containerd's ExecStartPre=: the first start of a boot gets every check;
+        /// once containerd has run this boot, the quick check (the volume mounted, the
+        /// configured device, writable, an allowed type; waits at most 10 s, never mounts,
+        /// low space only warns).
+        #[arg(long)]
+        pre_start: bool,
+    },
     /// Every check (phase 1 and 2), read-only: what to run by hand after an HA failover.
     Verify {
         /// Apply phase 2's remedies (restart a stale containerd, restore the sandbox
@@ -158,7 +165,7 @@ fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
 impl Command {
     fn name(&self) -> &'static str {
         match self {
-            Command::Volume => "volume",
+            Command::Volume { .. } => "volume",
             Command::Verify { .. } => "verify",
             Command::Runtime { .. } => "runtime",
             Command::Hygiene { .. } => "hygiene",
@@ -199,7 +206,7 @@ pub fn main() -> i32 {
         started: std::time::Instant::now(),
     };
     let exit = match cli.command {
-        Command::Volume => volume::run(&ctx),
+        Command::Volume { pre_start } => volume::run(&ctx, pre_start),
         Command::Verify {
             npd: true, timeout, ..
         } => return verify::npd(&ctx, timeout),

@@ -7,6 +7,7 @@
 
 pub mod blockdev;
 pub mod cgroup;
+pub mod fstab;
 pub mod mountinfo;
 pub mod proc;
 pub mod superblock;
@@ -46,6 +47,11 @@ impl Host {
     pub fn with_sysroot(mut self, sysroot: impl Into<PathBuf>) -> Host {
         self.sysroot = sysroot.into();
         self
+    }
+
+    /// Checking an OS mounted below `--sysroot` (from the initrd), not the running one.
+    pub fn checks_another_os(&self) -> bool {
+        self.sysroot != Path::new("/")
     }
 
     pub fn root(&self) -> &Path {

@@ -10,7 +10,7 @@ use crate::report::Report;
 pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, End), String> {
     let settings = &ctx.loaded.settings;
     let socket = crate::containerd::config::socket(settings, cd);
-    let volume = facts::gather(&ctx.host, settings, &cd.root, &socket);
+    let volume = facts::gather(&ctx.host, settings, &cd.root, &socket, true);
     let mut report = Report::new(rules::evaluate(
         &settings.volume,
         &volume,

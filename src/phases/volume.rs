@@ -1,48 +1,105 @@
-//! Phase 1, before containerd: wait a bounded time for the device and the mount (mounting
-//! it itself when `[volume] mount = true`), judge the volume, and leave the outcome where
-//! `guard status` and containerd's unit look (containerd refuses to start without this
-//! boot's `volume.ok`). Fails closed.
+//! Phase 1, containerd's pre-start: wait a bounded time for the device and the mount
+//! (mounting it itself when `[volume] mount = true`), judge the volume, and leave the
+//! outcome where `guard status` and phase 2 look. Fails closed: containerd's drop-in runs
+//! `guard volume --pre-start` as its `ExecStartPre=`, so a failure keeps containerd
+//! stopped and containerd's own `Restart=` tries again.
 //!
-//! Run by hand, it never undoes what this boot's phase 1 proved ([`who_runs`]):
+//! Which check a run makes ([`who_runs`]) depends on what this boot has seen:
 //!
-//! - this boot's `volume.ok` is there and containerd runs: phase 1 passed and let it start.
-//!   `containerd-not-started` fails as always, but nothing is mounted and nothing is
-//!   written (removing `volume.ok` would make containerd's next start fail its
-//!   `AssertPathExists=`, and a failed `volume.json` would make phase 2 believe phase 1
-//!   held containerd back, so a stale containerd would never be restarted). Exit 1; the
-//!   finding says so and points at `guard verify`, the check for a running node.
-//! - this boot's `volume.ok` is there and containerd is stopped (it crashed; the operator
-//!   fixed the disk and re-checks): a real re-check. Passing rewrites the marker; failing
-//!   removes it: nothing runs that it would disarm, and containerd must not start again
-//!   on a volume that is now wrong.
-//! - no `volume.ok` of this boot: the boot's phase 1, as above.
+//! - the first start of containerd in a boot: phase 1 in full (waits `[volume] wait`,
+//!   mounts when configured, every threshold).
+//! - a later start (`--pre-start` once containerd has run this boot: a restart, a crash,
+//!   its package upgrade): the quick check. The device must still resolve and be the
+//!   writable, allowed-type filesystem at containerd's root, but the guard waits at most
+//!   [`LATER_START_WAIT`], never mounts, and a volume that filled while the node ran only
+//!   warns: a restart must not turn a full disk into an outage, nor wait out a disk that
+//!   an HA failover took away.
+//! - containerd runs already: a hand run on a live node (containerd's own pre-start runs
+//!   while containerd is stopped). Judge only, write nothing: removing `volume.ok` or
+//!   writing a failed `volume.json` would make phase 2 believe phase 1 held containerd
+//!   back, so a stale containerd would never be restarted. Exit 1; the finding points at
+//!   `guard verify`, the check for a running node.
+//! - from the initrd (`--sysroot`): phase 1 for the OS about to start, recording nothing
+//!   (`/run` survives switch-root: a marker written here would pass for the OS's own), and
+//!   leaving the volume to the OS when a filesystem above containerd's root (a separate
+//!   `/var`) is mounted only after switch-root ([`left_to_the_os`]).
 
 use crate::backoff::Backoff;
-use crate::checks::volume::facts::{gather, VolumeFacts};
+use crate::checks::volume::facts::{gather, seen, VolumeFacts};
 use crate::checks::volume::rules::{evaluate, worth_waiting, Phase};
 use crate::cli::Context;
 use crate::containerd::config::ContainerdConfig;
 use crate::host::blockdev::Lookup;
+use crate::host::Host;
 use crate::report::{Finding, Id, Report, Status};
 use crate::state::StateDir;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
 
-/// Who this run of `guard volume` is, for what it may change.
+/// The longest a later start of containerd waits for its volume: long enough for a udev
+/// event in flight, short enough that a restart after an HA failover fails fast.
+pub const LATER_START_WAIT: Duration = Duration::from_secs(10);
+
+/// Who this run of `guard volume` is, for what it checks and may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Run {
-    /// The boot's phase 1, or a re-check with containerd stopped: judge, mount when
-    /// configured, record the outcome (marker and record).
+    /// The first start of containerd this boot, or a re-check by hand with containerd
+    /// stopped: every check, mount when configured, record the outcome.
     Phase1,
-    /// This boot's phase 1 passed and containerd runs: judge only, change nothing.
+    /// containerd's pre-start once containerd has run this boot: the quick check.
+    LaterStart,
+    /// containerd runs already: judge only, change nothing.
     HandRunOnALiveNode,
+    /// From the initrd, for the OS below `--sysroot`: phase 1, recording nothing.
+    Initrd,
 }
 
-/// The hand-run rule (pure): `proved` is "this boot's `volume.ok` is there".
-pub fn who_runs(proved: bool, containerd_running: bool) -> Run {
-    match (proved, containerd_running) {
-        (true, true) => Run::HandRunOnALiveNode,
-        _ => Run::Phase1,
+/// The rule (pure). `ran`: containerd has run this boot (this boot's `volume.ok`, or
+/// containerd's state directory created this boot).
+pub fn who_runs(initrd: bool, ran: bool, containerd_running: bool, pre_start: bool) -> Run {
+    match (initrd, containerd_running, ran && pre_start) {
+        (true, ..) => Run::Initrd,
+        (false, true, _) => Run::HandRunOnALiveNode,
+        (false, false, true) => Run::LaterStart,
+        (false, false, false) => Run::Phase1,
+    }
+}
+
+/// What a run does, by who runs it (pure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    pub wait: Duration,
+    pub may_mount: bool,
+    pub phase: Phase,
+    /// Walk the root filesystem's copy under the mount point (evidence only).
+    pub look_under: bool,
+    /// Write `volume.json` and `volume.ok`.
+    pub record: bool,
+}
+
+impl Run {
+    pub fn plan(self, wait: Duration, mount: bool) -> Plan {
+        let full = Plan {
+            wait,
+            may_mount: mount,
+            phase: Phase::BeforeContainerd,
+            look_under: true,
+            record: true,
+        };
+        match self {
+            Run::Phase1 | Run::HandRunOnALiveNode => full,
+            Run::Initrd => Plan {
+                record: false,
+                ..full
+            },
+            Run::LaterStart => Plan {
+                wait: wait.min(LATER_START_WAIT),
+                may_mount: false,
+                phase: Phase::LaterStart,
+                look_under: false,
+                record: true,
+            },
+        }
     }
 }
 
@@ -55,73 +112,196 @@ pub fn on_a_live_node(report: Report, marker: &std::path::Path) -> Report {
         }
         let mut hand = Finding::fail(
             Id::VolumeContainerdNotStarted,
-            "containerd is running: this boot's phase 1 verified the volume before it started",
+            "containerd is running: `guard volume` judges the volume before containerd starts",
         )
         .evidence(format!(
-            "{} is this boot's: phase 1 passed; it and volume.json are kept as phase 1 left \
-             them, nothing was written or mounted",
+            "{} and volume.json are kept as containerd's pre-start left them; nothing was \
+             written or mounted",
             marker.display()
-        ));
+        ))
+        .evidence(f.summary);
         hand.evidence.extend(f.evidence);
         hand.remedy(
-            "`guard volume` is phase 1, run by systemd before containerd; on a running node \
+            "`guard volume` is containerd's pre-start, run by systemd; on a running node \
              run `guard verify` (read-only; `guard verify --repair` repairs within the budget)",
         )
     });
     Report::new(findings.collect())
 }
 
-pub fn run(ctx: &Context, cd: &ContainerdConfig) -> Report {
+pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
     let settings = &ctx.loaded.settings;
+    let initrd = ctx.host.checks_another_os();
+    if initrd {
+        if let Some(skip) = left_to_the_os(&ctx.host, &cd.root) {
+            return Report::new(vec![skip]);
+        }
+    }
     let socket = crate::containerd::config::socket(settings, cd);
     let state = StateDir::open(&ctx.host, &settings.state_dir);
-    let proved = state.as_ref().is_ok_and(StateDir::volume_proved);
-    let look = || gather(&ctx.host, settings, &cd.root, &socket);
-    let mut facts = wait_for_volume(ctx, &look);
-    let running = facts.containerd.running();
-    if who_runs(proved, running) == Run::HandRunOnALiveNode {
-        let judged = Report::new(evaluate(&settings.volume, &facts, Phase::BeforeContainerd));
+    let ran = (pre_start && !initrd)
+        .then(|| containerd_ran(&ctx.host, state.as_ref().ok(), cd))
+        .flatten();
+    let look = |look_under| gather(&ctx.host, settings, &cd.root, &socket, look_under);
+    let running = !initrd && seen(&ctx.host, &cd.root, &socket).running();
+    let run = who_runs(initrd, ran.is_some(), running, pre_start);
+    let plan = run.plan(settings.volume.wait, settings.volume.mount);
+    announce(run, ran.as_deref());
+    let mut facts = wait_for_volume(ctx, plan, &|| look(plan.look_under));
+    if run == Run::HandRunOnALiveNode {
+        let judged = Report::new(evaluate(&settings.volume, &facts, plan.phase));
         let marker = settings.state_dir.join(crate::state::VOLUME_MARKER);
         return on_a_live_node(judged, &marker);
     }
     let mut acted = Vec::new();
-    if let Some(node) = should_mount(ctx, &facts) {
+    if let Some(node) = should_mount(plan, &facts) {
         let target = ctx.host.os_file(&cd.root);
         acted.push(crate::remedies::mount::mount_volume(
             &settings.volume,
             &ctx.host.path(&node),
             &target,
         ));
-        facts = look();
+        facts = look(plan.look_under);
     }
     let mut report = Report::new(acted);
-    report.extend(evaluate(&settings.volume, &facts, Phase::BeforeContainerd));
-    record(state, &report);
+    report.extend(evaluate(&settings.volume, &facts, plan.phase));
+    if plan.record {
+        record(state, &report);
+    }
     report
 }
 
-/// The device to mount, when mounting is configured and the device is there unmounted.
-fn should_mount(ctx: &Context, facts: &VolumeFacts) -> Option<PathBuf> {
-    match (&facts.device, facts.mount()) {
-        (Some((_, Lookup::Found { node, .. })), None) if ctx.loaded.settings.volume.mount => {
-            Some(node.clone())
+/// One journal line on which check this is and why: the first thing an operator reading
+/// `journalctl -u containerd` needs to know.
+fn announce(run: Run, ran: Option<&str>) {
+    let why = ran.unwrap_or("nothing says containerd has run this boot");
+    match run {
+        Run::LaterStart => tracing::info!(
+            "quick check before a later start of containerd ({why}): the volume must be \
+             mounted, the configured device, writable and an allowed type; waiting at most \
+             {}s, never mounting; low space only warns",
+            LATER_START_WAIT.as_secs()
+        ),
+        Run::Phase1 => tracing::info!("phase 1 in full before containerd starts ({why})"),
+        Run::Initrd => tracing::info!("phase 1 for the OS below --sysroot; nothing is recorded"),
+        Run::HandRunOnALiveNode => tracing::info!("containerd runs ({why}): judging only"),
+    }
+}
+
+/// Whether containerd has run this boot, and what says so: this boot's `volume.ok`, or
+/// containerd's state directory (`/run/containerd`), which containerd creates when it
+/// starts and which lives on a per-boot tmpfs. A guard installed on a running node has no
+/// marker yet; the state directory still tells it that this is not the boot's first start.
+fn containerd_ran(host: &Host, state: Option<&StateDir>, cd: &ContainerdConfig) -> Option<String> {
+    if state.is_some_and(StateDir::volume_proved) {
+        return Some("this boot's volume.ok".into());
+    }
+    let dir = host.path(&cd.state);
+    created_this_boot(host, &dir).then(|| {
+        format!(
+            "containerd's state directory {} was created this boot",
+            cd.state.display()
+        )
+    })
+}
+
+/// A directory (never followed through a link) on a tmpfs, or changed since the boot began.
+fn created_this_boot(host: &Host, dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return false;
+    };
+    if !meta.is_dir() {
+        return false;
+    }
+    let tmpfs = nix::sys::statfs::statfs(dir)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    let booted = boot_began(host);
+    tmpfs || booted.is_some_and(|b| meta.ctime() >= b)
+}
+
+/// The boot's start in seconds since the epoch: now minus `/proc/uptime`.
+fn boot_began(host: &Host) -> Option<i64> {
+    use crate::host::proc::{read_bounded, Links};
+    let text = read_bounded(&host.proc("uptime"), 256, Links::Refuse).ok()?;
+    let up: f64 = std::str::from_utf8(&text)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .ok()?;
+    Some(now.as_secs() as i64 - up.ceil() as i64 - 1)
+}
+
+/// The initrd must not mount the volume under a filesystem that the OS mounts later: the
+/// OS's `var.mount` would hide it, and containerd would start on the directory beneath.
+/// A mount point between `/` and containerd's root in the OS's `/etc/fstab` that is not
+/// mounted below `/sysroot` yet means exactly that. The volume is then the OS's to check
+/// (containerd's pre-start runs the full phase 1 after switch-root).
+fn left_to_the_os(host: &Host, root: &Path) -> Option<Finding> {
+    let fstab = Path::new("/etc/fstab");
+    let above = match crate::host::fstab::mount_points(&host.os_file(fstab)) {
+        Ok(points) => points,
+        Err(why) => {
+            return Some(
+                Finding::skip(Id::VolumeMounted, "left to the OS: its /etc/fstab is unreadable")
+                    .evidence(why)
+                    .remedy("nothing to do in the initrd: containerd's pre-start checks the volume after switch-root"),
+            )
         }
+    };
+    let table = crate::host::mountinfo::MountTable::read(&host.mountinfo()).ok()?;
+    let later = above
+        .into_iter()
+        .filter(|p| p != Path::new("/") && root.starts_with(p) && p != root)
+        .find(|p| table.at(&host.in_namespace(p)).is_none())?;
+    Some(
+        Finding::skip(
+            Id::VolumeMounted,
+            format!(
+                "left to the OS: {} is a separate filesystem the OS mounts after switch-root",
+                later.display()
+            ),
+        )
+        .evidence(format!(
+            "{} names {} in the OS's /etc/fstab and it is not mounted at {}; a volume mounted \
+             at {} now would be hidden under it",
+            host.in_namespace(fstab).display(),
+            later.display(),
+            host.in_namespace(&later).display(),
+            host.in_namespace(root).display()
+        ))
+        .remedy(format!(
+            "nothing to do: containerd's pre-start checks the volume after switch-root; to \
+             mount it from the initrd, mount {} there too (x-initrd.mount in fstab)",
+            later.display()
+        )),
+    )
+}
+
+/// The device to mount, when mounting is configured and the device is there unmounted.
+fn should_mount(plan: Plan, facts: &VolumeFacts) -> Option<PathBuf> {
+    match (&facts.device, facts.mount()) {
+        (Some((_, Lookup::Found { node, .. })), None) if plan.may_mount => Some(node.clone()),
         _ => None,
     }
 }
 
-/// Polls until the device and mount are there or `[volume] wait` passes. Each poll is a
+/// Polls until the device and mount are there or the plan's wait passes. Each poll is a
 /// full look; the interval grows from 100 ms to 2 s so a late disk is seen quickly.
-/// With `[volume] mount = true` only the device is awaited: the guard mounts it itself.
-fn wait_for_volume(ctx: &Context, look: &dyn Fn() -> VolumeFacts) -> VolumeFacts {
+/// When the plan may mount, only the device is awaited: the guard mounts it itself.
+fn wait_for_volume(ctx: &Context, plan: Plan, look: &dyn Fn() -> VolumeFacts) -> VolumeFacts {
     let started = Instant::now();
-    let deadline = started + ctx.loaded.settings.volume.wait;
+    let deadline = started + plan.wait;
     let mut interval = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
     let mut last_log: Option<Instant> = None;
     loop {
         let facts = look();
         let now = Instant::now();
-        if !worth_waiting(&facts) || should_mount(ctx, &facts).is_some() {
+        if !worth_waiting(&facts) || should_mount(plan, &facts).is_some() {
             return facts;
         }
         let what = waiting_for(&facts, ctx);
@@ -161,9 +341,11 @@ fn record(state: Result<StateDir, String>, report: &Report) {
 
 /// One line for systemd's StatusText.
 pub fn summary_line(report: &Report) -> String {
-    match report.failures().next() {
-        None => "volume verified".to_string(),
-        Some(f) => format!("FAILED {}: {}", f.id, f.summary),
+    let all_skipped = report.findings.iter().all(|f| f.status == Status::Skip);
+    match (report.failures().next(), report.findings.first()) {
+        (Some(f), _) => format!("FAILED {}: {}", f.id, f.summary),
+        (None, Some(f)) if all_skipped => format!("not checked: {}", f.summary),
+        (None, _) => "volume verified".to_string(),
     }
 }
 
@@ -172,19 +354,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_proved_boot_with_containerd_running_is_a_hand_run_that_changes_nothing() {
-        assert_eq!(who_runs(true, true), Run::HandRunOnALiveNode);
+    fn who_runs_follows_what_this_boot_has_seen() {
+        // (initrd, containerd has run this boot, containerd running, --pre-start)
+        assert_eq!(who_runs(false, true, true, false), Run::HandRunOnALiveNode);
         assert_eq!(
-            who_runs(true, false),
-            Run::Phase1,
-            "a re-check after a crash"
+            who_runs(false, false, true, false),
+            Run::HandRunOnALiveNode,
+            "containerd's pre-start runs while containerd is stopped: any run that finds \
+             it running is a hand run"
         );
         assert_eq!(
-            who_runs(false, true),
-            Run::Phase1,
-            "the boot order was lost"
+            who_runs(false, true, true, true),
+            Run::HandRunOnALiveNode,
+            "a hand-typed --pre-start on a live node changes nothing either"
         );
-        assert_eq!(who_runs(false, false), Run::Phase1, "the boot's phase 1");
+        assert_eq!(
+            who_runs(false, true, false, true),
+            Run::LaterStart,
+            "containerd's restart, crash or package upgrade"
+        );
+        assert_eq!(
+            who_runs(false, true, false, false),
+            Run::Phase1,
+            "a re-check by hand after a crash"
+        );
+        assert_eq!(
+            who_runs(false, false, false, true),
+            Run::Phase1,
+            "the boot's first start"
+        );
+        assert_eq!(who_runs(true, true, true, true), Run::Initrd);
+        assert_eq!(who_runs(true, false, false, false), Run::Initrd);
+    }
+
+    #[test]
+    fn a_later_start_waits_at_most_ten_seconds_never_mounts_and_only_warns_on_space() {
+        let wait = Duration::from_secs(90);
+        let later = Run::LaterStart.plan(wait, true);
+        assert_eq!(later.wait, LATER_START_WAIT);
+        assert!(!later.may_mount);
+        assert_eq!(later.phase, Phase::LaterStart);
+        assert!(!later.look_under && later.record);
+        let short = Run::LaterStart.plan(Duration::from_secs(3), true);
+        assert_eq!(
+            short.wait,
+            Duration::from_secs(3),
+            "a shorter [volume] wait wins"
+        );
+        let first = Run::Phase1.plan(wait, true);
+        assert_eq!((first.wait, first.may_mount), (wait, true));
+        assert_eq!(first.phase, Phase::BeforeContainerd);
+        let initrd = Run::Initrd.plan(wait, true);
+        assert!(
+            initrd.may_mount && !initrd.record,
+            "the initrd records nothing"
+        );
     }
 
     #[test]
@@ -206,7 +430,8 @@ mod tests {
             "{f:?}"
         );
         assert!(f.evidence[0].contains("nothing was written"), "{f:?}");
-        assert_eq!(f.evidence[1], "pid 42: containerd");
+        assert_eq!(f.evidence[1], "already running");
+        assert_eq!(f.evidence[2], "pid 42: containerd");
         assert_eq!(out.findings[0].status, Status::Pass);
     }
 }

@@ -6,10 +6,25 @@ out=/run/vm-tests/report.txt
 mkdir -p /run/vm-tests
 t_report=$(cut -d' ' -f1 /proc/uptime)
 scenario=$(cat /run/vm-tests/scenario 2>/dev/null)
-# wait for the boot to finish (running/degraded), bounded
-for _ in $(seq 120); do
-  case $(systemctl is-system-running 2>/dev/null) in initializing|starting) sleep 0.5 ;; *) break ;; esac
-done
+# Wait for the boot to settle, bounded: a scenario unit of this boot (the running-node
+# scenarios, recover) has ended, and either the boot finished (running/degraded) or
+# containerd is held: its pre-start failed twice (once, then once more on its Restart=).
+# A held containerd's start job never ends (each failed pre-start goes to auto-restart),
+# so kubelet's and the boot target's jobs wait for it and the boot never finishes.
+gen=/run/systemd/generator
+prestart_failures() { journalctl -b -o cat _PID=1 UNIT=containerd.service 2>/dev/null | grep -c 'Control process exited'; }
+scenario_done() {
+  [ -e "$gen/multi-user.target.wants/vm-tests-scenario.service" ] || [ -e "$gen/vm-tests-recover.service" ] || return 0
+  grep -q '^scenario.done=' /run/vm-tests/scenario.txt 2>/dev/null
+}
+settled() {
+  scenario_done || return 1
+  case $(systemctl is-system-running 2>/dev/null) in initializing|starting) ;; *) return 0 ;; esac
+  [ "$(prestart_failures)" -ge 2 ]
+}
+bound=200
+scenario_done || bound=800   # the scenario unit's own steps are bounded (TimeoutStartSec)
+while ! settled && [ "$(cut -d. -f1 /proc/uptime)" -lt $bound ]; do sleep 0.5; done
 t_booted=$(cut -d' ' -f1 /proc/uptime)
 # every command bounded: one stuck probe must not cost the whole report; each block's
 # seconds are reported too (what the report costs a boot)
@@ -21,13 +36,16 @@ echo "scenario=$scenario"
 echo "uptime=$t_booted"
 echo "report_started=$t_report"
 echo "cmdline=$(cat /proc/cmdline)"
-for u in containerd-guard-volume.service containerd.service containerd-guard-runtime.service \
-         kubelet.service var-lib-containerd.mount vm-tests-hotplug.service containerd-guard-initrd.service \
+for u in containerd.service kubelet.service var-lib-containerd.mount vm-tests-hotplug.service containerd-guard-initrd.service \
          vm-tests-scenario.service containerd-guard-hygiene.service cloud-init.service; do
   systemctl show "$u" -p LoadState,ActiveState,SubState,Result,ExecMainStatus,NRestarts \
     -p InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic,ExecMainStartTimestampMonotonic \
-    -p ExecMainExitTimestampMonotonic,StatusText,InvocationID 2>/dev/null | sed "s/^/unit.$u./"
+    -p ExecMainExitTimestampMonotonic,StatusText,InvocationID,MainPID 2>/dev/null | sed "s/^/unit.$u./"
 done
+echo "system.state=$(systemctl is-system-running 2>/dev/null)"
+echo "containerd.prestart_failures=$(prestart_failures)"
+echo "containerd.execstartpre=$(systemctl show -p ExecStartPre --value containerd.service | tr '\n' ' ')"
+echo "kubelet.execstartpre=$(systemctl show -p ExecStartPre --value kubelet.service | tr '\n' ' ')"
 echo "containerd.starts=$(journalctl -b -o cat _PID=1 UNIT=containerd.service 2>/dev/null | grep -c '^Started ')"
 echo "containerd.mainpid=$(systemctl show -p MainPID --value containerd.service)"
 echo "volume.ok=$(cat /run/containerd-guard/volume.ok 2>/dev/null)"
@@ -60,8 +78,13 @@ fi
 # not filtered by _PID=1: systemd breaks the cycles of the first transaction before
 # journald runs, and journald takes those lines from the kernel's log, without _PID
 block cycle sh -c "journalctl -b -o cat --no-pager | grep -iE 'ordering cycle|to break ordering|Found dependency' || true"
+# the guard's own lines in containerd's and kubelet's pre-starts
+journalctl --sync 2>/dev/null
+for u in containerd.service kubelet.service; do
+  block "prestart.$u" journalctl -q -b -o short-monotonic --no-hostname "_SYSTEMD_UNIT=$u" SYSLOG_IDENTIFIER=guard
+done
 block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard-initrd.service \
-  -u containerd-guard-volume.service -u containerd.service -u containerd-guard-runtime.service \
+  -u containerd.service -u vm-tests-recover.service \
   -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service -u vm-tests-bypass.service \
   -u vm-tests-scenario.service -u containerd-guard-hygiene.service -u vm-tests-kill.service
 if [ "$scenario" = healthy ]; then
@@ -69,9 +92,7 @@ if [ "$scenario" = healthy ]; then
   # took 12 s of a 26 s report (measured with the .secs lines)
   block critical systemd-analyze critical-chain kubelet.service
   block analyze systemd-analyze
-  block verify systemd-analyze verify --man=no /usr/lib/systemd/system/containerd-guard-volume.service \
-    /usr/lib/systemd/system/containerd-guard-runtime.service \
-    /usr/lib/systemd/system/containerd-guard-hygiene.service \
+  block verify systemd-analyze verify --man=no /usr/lib/systemd/system/containerd-guard-hygiene.service \
     /usr/lib/systemd/system/containerd-guard-hygiene.timer containerd.service kubelet.service
 fi
 case $scenario in cloud-init*)

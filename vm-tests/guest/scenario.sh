@@ -24,6 +24,8 @@ mkdir -p /run/vm-tests
 now() { cut -d' ' -f1 /proc/uptime; }
 # block NAME CMD...: the command's output as `NAME| ` lines, then NAME.rc=
 block() { local p=$1; shift; timeout 120 "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
+# blockf NAME FUNCTION...: the same for a shell function (bounded by its own commands)
+blockf() { local p=$1; shift; "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"; }
 # until SECS CMD...: poll CMD every 0.2 s until it succeeds (0) or SECS pass (1)
 until_ok() {
   local end; end=$(( $(date +%s) + $1 )); shift
@@ -71,7 +73,7 @@ standin() {
       "$cri" "$sock" run --name locker --uid "$uid" --image "$locker" \
         --cgroup-parent "kubepods-besteffort-pod${uid//-/_}.slice" --mount "$lockdir:/data" \
         --expect locked --fail-on 'cannot acquire lock' --timeout 90 ;;
-    leaked-task|package)
+    leaked-task|package|ops|recover)
       local uid; uid=$(uuid)
       echo "pod_uid=$uid"
       "$cri" "$sock" run --name payload --uid "$uid" --image "$pause" \
@@ -283,6 +285,174 @@ package_after() {
   block restarted.status timeout 10 "$cri" "$sock" container-status "$cid"
 }
 
+# ------------------------------------------------------------------ ops
+# The operator actions on a healthy node with a pod, in a row. Each step: a journal
+# cursor and a snapshot before, the action, the settle condition of the step (polled,
+# bounded), a snapshot after, and the guard's pre-start lines of containerd and kubelet
+# since the cursor. A snapshot "c=PID/NRESTARTS/STATE k=PID/NRESTARTS/STATE shim=PID
+# shim_alive=yes|no": the host judges "untouched" on it.
+show() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
+svc() { echo "$(show "$1" MainPID)/$(show "$1" NRestarts)/$(show "$1" ActiveState)"; }
+snap() { echo "c=$(svc containerd.service) k=$(svc kubelet.service) shim=$shim shim_alive=$([ -d "/proc/$shim" ] && echo yes || echo no)"; }
+cursor() { journalctl --show-cursor -n 0 -o cat 2>/dev/null | sed -n 's/^-- cursor: //p'; }
+no_jobs() { [ -z "$(systemctl list-jobs --no-legend 2>/dev/null)" ]; }
+# the guard's lines in UNIT's pre-start since cursor C
+guard_lines() { journalctl --sync 2>/dev/null; journalctl -q -o short-monotonic --no-hostname --after-cursor="$2" "_SYSTEMD_UNIT=$1" SYSLOG_IDENTIFIER=guard 2>/dev/null; }
+quick_check_since() { guard_lines containerd.service "$1" | grep -qi 'quick check'; }
+runtime_since() { [ -n "$(guard_lines kubelet.service "$1")" ]; }
+active_new() { # UNIT OLDPID: active with another main pid
+  [ "$(show "$1" ActiveState)" = active ] && [ "$(show "$1" MainPID)" != 0 ] && [ "$(show "$1" MainPID)" != "$2" ]
+}
+both_active() { [ "$(show containerd.service ActiveState)/$(show kubelet.service ActiveState)" = active/active ]; }
+step_begin() { # NAME: the before half of a step
+  st=$1; cur=$(cursor); t0=$(now)
+  echo "ops.$st.before=$(snap)"
+  cpid=$(show containerd.service MainPID)
+}
+step_end() { # the after half: snapshot and the guard's lines since the step began
+  echo "ops.$st.after=$(snap)"
+  echo "ops.$st.secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}')"
+  blockf "ops.$st.cprestart" guard_lines containerd.service "$cur"
+  blockf "ops.$st.kprestart" guard_lines kubelet.service "$cur"
+}
+act() { # NAME CMD...: an action that must leave containerd and kubelet untouched
+  step_begin "$1"; shift
+  "$@" >/dev/null 2>&1; echo "ops.$st.rc=$?"
+  until_ok 60 no_jobs; echo "ops.$st.settled=$?"
+  step_end
+}
+ops() {
+  local sid cid shim u a st cur t0 cpid deb
+  # the stand-in is a daemon (Type=simple): active at once, its pod comes after
+  until_ok 240 grep -qx 'result=ok' /run/vm-tests/kubelet.result; echo "pod.rc=$?"
+  standin_ids
+  [ -n "$sid" ] || { echo "error=the stand-in started no pod"; return; }
+  shim=$(pgrep -f -- "containerd-shim-runc-v2 .*-id $sid( |\$)" | head -n1)
+  echo "shim=$shim"
+  echo "timer.before=$(systemctl is-enabled containerd-guard-hygiene.timer)/$(systemctl is-active containerd-guard-hygiene.timer)"
+  # the guard's own units: nothing may reach containerd or kubelet
+  for u in containerd-guard-hygiene.timer containerd-guard-hygiene.service; do
+    for a in restart stop start mask unmask disable enable; do act "${u##*.}-$a" systemctl "$a" "$u"; done
+  done
+  echo "timer.after=$(systemctl is-enabled containerd-guard-hygiene.timer)/$(systemctl is-active containerd-guard-hygiene.timer)"
+  act daemon-reload systemctl daemon-reload
+
+  # restart containerd: a new main process, through the quick check; kubelet untouched
+  step_begin restart-containerd
+  systemctl restart containerd; echo "ops.$st.rc=$?"
+  until_ok 60 quick_check_since "$cur"; echo "ops.$st.quick=$?"
+  step_end
+  # a crash: back by containerd's own Restart=, through the quick check
+  step_begin kill-containerd
+  kill -9 "$cpid"; echo "ops.$st.rc=$?"
+  until_ok 60 active_new containerd.service "$cpid"; echo "ops.$st.back=$?"
+  until_ok 30 quick_check_since "$cur"; echo "ops.$st.quick=$?"
+  step_end
+  # containerd's own package upgrade (the same version again): its postinst restarts it
+  deb=$(find /usr/lib/vm-tests -maxdepth 1 -name 'containerd_*.deb' | head -n 1)
+  # shellcheck disable=SC2016 # dpkg-query's ${fields}
+  echo "ops.dpkg.installed=$(dpkg-query -W -f='${Version}' containerd)"
+  echo "ops.dpkg.deb=$(dpkg-deb -f "$deb" Version 2>&1)"
+  step_begin dpkg
+  block ops.dpkg.out dpkg -i "$deb"
+  until_ok 60 active_new containerd.service "$cpid"; echo "ops.$st.back=$?"
+  until_ok 30 quick_check_since "$cur"; echo "ops.$st.quick=$?"
+  block ops.dpkg.journal journalctl -o cat --after-cursor="$cur" _PID=1 UNIT=containerd.service
+  step_end
+  # restart kubelet: guard runtime in its pre-start; containerd untouched
+  step_begin restart-kubelet
+  systemctl restart kubelet; echo "ops.$st.rc=$?"
+  until_ok 60 runtime_since "$cur"; echo "ops.$st.runtime=$?"
+  step_end
+  # rescue and back: both come back, kubelet through its pre-start. Not blocking on
+  # the way back: the boot target's job waits for this very unit
+  step_begin isolate
+  systemctl isolate rescue.target; echo "ops.$st.rescue.rc=$?"
+  echo "ops.$st.rescue=$(svc containerd.service) $(svc kubelet.service)"
+  systemctl isolate --no-block multi-user.target; echo "ops.$st.rc=$?"
+  until_ok 180 both_active; echo "ops.$st.active=$?"
+  until_ok 60 runtime_since "$cur"; echo "ops.$st.runtime=$?"
+  echo "ops.$st.kubelet.result=$(show kubelet.service Result) $(show kubelet.service ExecMainStartTimestampMonotonic)"
+  step_end
+  # HA failover: the volume goes while containerd is stopped; a start is refused and
+  # never runs containerd on the root filesystem; the volume back, containerd comes back
+  # by its own Restart=; kubelet never stops
+  step_begin failover
+  systemctl stop containerd; echo "ops.$st.stop.rc=$?"
+  if umount /var/lib/containerd 2>/run/vm-tests/umount.err; then echo "ops.$st.umount=plain"
+  else echo "ops.$st.umount=lazy ($(tr '\n' ' ' </run/vm-tests/umount.err))"; umount -l /var/lib/containerd; fi
+  echo "ops.$st.mounted=$(findmnt -rno SOURCE /var/lib/containerd)"
+  echo "ops.$st.rootfs.before=$(find /var/lib/containerd -mindepth 1 -maxdepth 1 -printf '%f ')"
+  echo "ops.$st.mainstart.before=$(show containerd.service ExecMainStartTimestampMonotonic)"
+  local fails0 ts; fails0=$(journalctl -b -o cat _PID=1 UNIT=containerd.service | grep -c 'Control process exited')
+  ts=$(now)
+  systemctl start --no-block containerd; echo "ops.$st.start.rc=$?"
+  refused() { [ "$(journalctl -b -o cat _PID=1 UNIT=containerd.service | grep -c 'Control process exited')" -gt "$fails0" ]; }
+  until_ok 60 refused; echo "ops.$st.refused.rc=$?"
+  echo "ops.$st.refused.secs=$(awk -v a="$ts" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}')"
+  echo "ops.$st.held=$(svc containerd.service) $(show containerd.service SubState) $(show containerd.service Result)"
+  echo "ops.$st.mainstart.held=$(show containerd.service ExecMainStartTimestampMonotonic)"
+  echo "ops.$st.procs=$(pgrep -x containerd | tr '\n' ' ')"
+  echo "ops.$st.rootfs.after=$(find /var/lib/containerd -mindepth 1 -maxdepth 1 -printf '%f ')"
+  echo "ops.$st.status=$(show containerd.service StatusText)"
+  block ops.failover.guard.status /usr/bin/guard status
+  blockf ops.failover.refusal guard_lines containerd.service "$cur"
+  local cur2; cur2=$(cursor)
+  systemctl start var-lib-containerd.mount; echo "ops.$st.mount.rc=$?"
+  until_ok 90 active_new containerd.service 0; echo "ops.$st.back=$?"
+  echo "ops.$st.back.how=$(show containerd.service NRestarts) restarts; $(journalctl -o cat --after-cursor="$cur2" _PID=1 UNIT=containerd.service | grep -m1 -E 'Scheduled restart job|Starting' )"
+  echo "ops.$st.mounted.after=$(findmnt -rno SOURCE,LABEL /var/lib/containerd)"
+  step_end
+  # opt-out: both drop-ins masked, daemon-reload: untouched; a restart of containerd then
+  # runs no guard at all; then unmasked again
+  act optout-mask sh -c 'mkdir -p /etc/systemd/system/containerd.service.d /etc/systemd/system/kubelet.service.d &&
+    ln -s /dev/null /etc/systemd/system/containerd.service.d/10-containerd-guard.conf &&
+    ln -s /dev/null /etc/systemd/system/kubelet.service.d/10-containerd-guard.conf && systemctl daemon-reload'
+  echo "ops.optout.execstartpre=$(show containerd.service ExecStartPre | tr '\n' ' ')"
+  step_begin optout-restart
+  systemctl restart containerd; echo "ops.$st.rc=$?"
+  until_ok 60 active_new containerd.service "$cpid"; echo "ops.$st.back=$?"
+  step_end
+  act optout-unmask sh -c 'rm /etc/systemd/system/containerd.service.d/10-containerd-guard.conf /etc/systemd/system/kubelet.service.d/10-containerd-guard.conf && systemctl daemon-reload'
+  echo "ops.unmasked.execstartpre=$(show containerd.service ExecStartPre | tr '\n' ' ')"
+  echo "ops.end=$(svc containerd.service) $(svc kubelet.service)"
+}
+
+# ------------------------------------------------------------------ recover
+# containerd and kubelet held (the volume's mount not started at boot); then the README's
+# recovery block, extracted from the README shipped in the image, run line by line.
+recover() {
+  local line n=0 t0 u
+  failures() { journalctl -b -o cat _PID=1 UNIT=containerd.service | grep -c 'Control process exited'; }
+  held() { [ "$(failures)" -ge 1 ]; }
+  until_ok 240 held; echo "held.rc=$?"
+  echo "held.at=$(now)"
+  echo "held.containerd.prestart_failures=$(failures)"
+  for u in containerd.service kubelet.service; do
+    systemctl show "$u" -p ActiveState,SubState,Result,ExecMainStartTimestampMonotonic,StatusText,NRestarts | sed "s/^/held.unit.$u./"
+  done
+  echo "held.volume.ok=$(cat /run/containerd-guard/volume.ok 2>/dev/null)"
+  block held.guard.status /usr/bin/guard status
+  echo "boot_id.before=$(cat /proc/sys/kernel/random/boot_id)"
+  # the block after the marker, between its ```sh fence and the closing one
+  awk '/^<!-- vm-tests: recover -->$/ {m=1; next} m && /^```sh$/ {b=1; next} b && /^```$/ {exit} b {print}' \
+    /usr/lib/vm-tests/README.md > /run/vm-tests/recover.sh
+  block recover.block cat /run/vm-tests/recover.sh
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    n=$((n + 1)); t0=$(now)
+    echo "recover.$n.line=$line"
+    timeout 300 bash -c "$line" 2>&1 | sed "s/^/recover.$n.out| /"; echo "recover.$n.rc=${PIPESTATUS[0]}"
+    echo "recover.$n.secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}')"
+  done </run/vm-tests/recover.sh
+  echo "recover.lines=$n"
+  echo "boot_id.after=$(cat /proc/sys/kernel/random/boot_id)"
+  # kubelet back with its pod: the stand-in ran it
+  kubelet_pod() { [ "$(show kubelet.service ActiveState)" = active ] && grep -qx 'result=ok' /run/vm-tests/kubelet.result; }
+  until_ok 180 kubelet_pod; echo "kubelet.pod.rc=$?"
+  block recover.verify /usr/bin/guard verify
+}
+
 case $phase in
   standin)
     standin ;;
@@ -294,6 +464,8 @@ case $phase in
         leaked-task) leaked_task ;;
         package) package ;;
         package-after) package_after ;;
+        ops) ops ;;
+        recover) recover ;;
         *) echo "error=no incident for scenario '$scenario'" ;;
       esac
       echo "scenario.done=$(now)"

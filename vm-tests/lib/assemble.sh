@@ -42,9 +42,9 @@ for m in dev/pts dev proc sys; do umount -l "$root/$m"; done
 {
   # shellcheck disable=SC2016 # dpkg-query's ${fields}, not the shell's
   echo "package=$(chroot "$root" dpkg-query -W -f='${Package} ${Version} ${Status}' containerd-guard)"
-  for u in containerd-guard-volume.service containerd-guard-runtime.service containerd-guard-hygiene.timer; do
-    echo "enabled.$u=$(systemctl --root="$root" is-enabled "$u" 2>&1 || true)"
-  done
+  # the only unit the package enables (containerd's and kubelet's gates are drop-ins)
+  u=containerd-guard-hygiene.timer
+  echo "enabled.$u=$(systemctl --root="$root" is-enabled "$u" 2>&1 || true)"
 } >"$work/deb-install.txt"
 if ! grep -q '^package=containerd-guard .* install ok installed$' "$work/deb-install.txt" ||
    grep '^enabled\.' "$work/deb-install.txt" | grep -qv '=enabled$'; then
@@ -73,6 +73,15 @@ install -d "$root/usr/lib/vm-tests"
 install -m 0755 "$probe" "$root/usr/lib/vm-tests/run-pod-sandbox"
 install -m 0755 "$workload" "$root/usr/lib/vm-tests/cri-workload"
 install -m 0755 "$g/report.sh" "$g/scenario.sh" "$g/chaos.sh" "$root/usr/lib/vm-tests/"
+# the recover scenario runs the README's recovery block, word for word, from this copy
+install -m 0644 "$repo/README.md" "$root/usr/lib/vm-tests/README.md"
+# the ops scenario's containerd package upgrade: the .deb of the containerd version the
+# image has, from the base build's apt cache (BASE's sibling debs/, see vm-tests/run)
+# shellcheck disable=SC2016 # dpkg-query's ${fields}
+cver=$(chroot "$root" dpkg-query -W -f='${Version}' containerd)
+cdeb=$(dirname "$base")/debs/containerd_${cver//:/%3a}_amd64.deb
+[ -f "$cdeb" ] || { echo "assemble: no $cdeb (containerd $cver) in the base's apt cache" >&2; exit 1; }
+install -m 0644 "$cdeb" "$root/usr/lib/vm-tests/"
 # the k3s scenario's payload: takes a lock in a hostPath mount (imported by scenario.sh)
 "$repo/vm-tests/lib/mkimage.sh" "$root/usr/lib/vm-tests/locker.tar" localhost:5000/vm-tests/locker:1 \
   locker "$g/locker.c" > /dev/null

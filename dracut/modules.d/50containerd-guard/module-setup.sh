@@ -41,7 +41,7 @@ install() {
         "$systemdsystemunitdir/containerd-guard-initrd.service" || exit 1
 
     # The build fails if anything the unit is ordered against is missing from the initrd.
-    for u in initrd.target initrd-root-fs.target initrd-switch-root.target sysroot.mount \
+    for u in initrd.target initrd-root-fs.target initrd-fs.target initrd-switch-root.target sysroot.mount \
              systemd-udev-trigger.service; do
         if [[ ! -e "$initdir$systemdsystemunitdir/$u" ]] && [[ $u != sysroot.mount ]]; then
             dfatal "containerd-guard: $u is missing from the initrd"
@@ -49,7 +49,7 @@ install() {
         fi
     done
     # Wanted (not required) by initrd.target: a volume that fails here must not strand the
-    # node in the emergency shell; the OS's containerd-guard-volume.service runs again
-    # after switch-root and holds containerd, with the reason in StatusText.
+    # node in the emergency shell; containerd's pre-start runs phase 1 again after
+    # switch-root and holds containerd, with the reason in StatusText.
     systemctl -q --root="$initdir" add-wants initrd.target containerd-guard-initrd.service || exit 1
 }

@@ -80,7 +80,15 @@ impl VolumeFacts {
 const HIDDEN_WALK_LIMIT: u64 = 200_000;
 
 /// `root` is containerd's root as its config names it, inside the OS being checked.
-pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> VolumeFacts {
+/// `look_under`: walk the root filesystem's copy hidden under the mount point (evidence
+/// only, up to [`HIDDEN_WALK_LIMIT`] entries; the quick check before a later start skips it).
+pub fn gather(
+    host: &Host,
+    settings: &Settings,
+    root: &Path,
+    socket: &Path,
+    look_under: bool,
+) -> VolumeFacts {
     let path = host.in_namespace(root);
     let path = path.as_path();
     let mounts = MountTable::read(&host.mountinfo());
@@ -99,7 +107,7 @@ pub fn gather(host: &Host, settings: &Settings, root: &Path, socket: &Path) -> V
         (
             Some(statvfs(&on_disk)),
             Some(write_probe(&on_disk)),
-            Some(hidden_under(host, mounts.as_ref().ok(), path)),
+            look_under.then(|| hidden_under(host, mounts.as_ref().ok(), path)),
         )
     } else {
         (None, None, None)
@@ -249,7 +257,7 @@ fn listener(socket: &Path) -> Listener {
 
 /// Is containerd already running for this root? Phase 1 runs before containerd, so any
 /// answer but "no" means the boot order was lost.
-fn seen(host: &Host, root: &Path, socket: &Path) -> ContainerdSeen {
+pub fn seen(host: &Host, root: &Path, socket: &Path) -> ContainerdSeen {
     let found = processes_for_root(host, root);
     ContainerdSeen {
         listener: listener(&host.path(socket)),

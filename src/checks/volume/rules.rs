@@ -6,13 +6,18 @@ use crate::config::units::human_size;
 use crate::config::VolumeSettings;
 use crate::host::blockdev::Lookup;
 use crate::host::mountinfo::{DevNum, MountEntry, MountTable};
-use crate::report::{Finding, Id};
+use crate::report::{Finding, Id, Status};
 
 /// Where the checks run: before containerd (a live containerd is a fault) or by hand on a
 /// running node (a live containerd is normal; phase 2's stale check covers it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
+    /// The first start of containerd in a boot: every check, every threshold.
     BeforeContainerd,
+    /// A later start in the same boot (a restart, a crash, containerd's package upgrade):
+    /// the volume is judged the same, but a volume that filled while the node ran only
+    /// warns. Holding containerd for it would turn a full disk into an outage.
+    LaterStart,
     Verify,
 }
 
@@ -41,7 +46,11 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
     out.push(not_root(table.root(), m, &path));
     out.push(backing(settings, m, &path));
     out.push(writable(facts, m, &path));
-    out.extend(space(settings, facts, m));
+    let space = space(settings, facts, m).into_iter();
+    match phase {
+        Phase::LaterStart => out.extend(space.map(only_warns)),
+        _ => out.extend(space),
+    }
     out.extend(hidden(facts, &path));
     out.push(containerd_finding(facts, phase));
     out
@@ -220,6 +229,19 @@ fn space(settings: &VolumeSettings, facts: &VolumeFacts, m: &MountEntry) -> Vec<
     }
 }
 
+/// A space finding on a later start: said, never holding containerd.
+fn only_warns(mut f: Finding) -> Finding {
+    if f.status == Status::Fail {
+        f.status = Status::Warn;
+        f.evidence.push(
+            "a later start of containerd in this boot only warns: the volume filled while \
+             the node ran (the first start of a boot holds containerd for it)"
+                .into(),
+        );
+    }
+    f
+}
+
 /// 8. Traces of an earlier bad boot under the mount point.
 fn hidden(facts: &VolumeFacts, path: &str) -> Option<Finding> {
     match &facts.hidden {
@@ -325,14 +347,14 @@ fn containerd_finding(facts: &VolumeFacts, phase: Phase) -> Finding {
             Id::VolumeContainerdNotStarted,
             "containerd may run during verify; the runtime checks judge it",
         ),
-        Phase::BeforeContainerd if !running => not_counted(
+        Phase::BeforeContainerd | Phase::LaterStart if !running => not_counted(
             Finding::pass(
                 Id::VolumeContainerdNotStarted,
                 "containerd has not started yet",
             ),
             c,
         ),
-        Phase::BeforeContainerd => {
+        Phase::BeforeContainerd | Phase::LaterStart => {
             let mut f = Finding::fail(
                 Id::VolumeContainerdNotStarted,
                 "containerd is already running: it started before the volume was verified",
@@ -352,9 +374,10 @@ fn containerd_finding(facts: &VolumeFacts, phase: Phase) -> Finding {
                 f = f.evidence(format!("pid {pid}: {cmd}"));
             }
             not_counted(f, c).remedy(
-                "the boot order was lost: containerd.service must Require= and be After= \
-                 containerd-guard-volume.service; stop containerd, fix the ordering, then run \
-                 `guard verify` (a containerd on the wrong filesystem deletes image data)",
+                "a containerd started without its pre-start (`guard volume --pre-start`, from \
+                 containerd.service.d/10-containerd-guard.conf): stop it, check that drop-in is \
+                 loaded (`systemctl cat containerd`), then run `guard verify` (a containerd on \
+                 the wrong filesystem deletes image data)",
             )
         }
     }

@@ -392,3 +392,33 @@ fn mount_unit_names_follow_systemd_escape() {
     );
     assert_eq!(mount_unit_name(Path::new("/")), "-.mount");
 }
+
+#[test]
+fn a_later_start_only_warns_on_space_but_still_fails_on_the_volume_itself() {
+    let (s, mut f) = tkgs();
+    f.stats = Some(Ok(FsStats {
+        free_bytes: 1 << 20,
+        total_bytes: 1 << 30,
+        free_inodes: 10,
+        total_inodes: 200_000,
+    }));
+    let first = evaluate(&s, &f, Phase::BeforeContainerd);
+    assert_eq!(fails(&first), ["volume.free-space", "volume.free-inodes"]);
+    let later = evaluate(&s, &f, Phase::LaterStart);
+    assert!(fails(&later).is_empty(), "{later:#?}");
+    for id in ["volume.free-space", "volume.free-inodes"] {
+        let w = later.iter().find(|x| x.id == id).unwrap();
+        assert_eq!(w.status, Status::Warn, "{id}");
+        assert!(
+            w.evidence.iter().any(|e| e.contains("later start")),
+            "{w:?}"
+        );
+    }
+    // The volume itself is judged the same: the wrong filesystem type still holds containerd.
+    let mut xfs_only = s.clone();
+    xfs_only.fstypes = vec!["xfs".into()];
+    assert_eq!(
+        fails(&evaluate(&xfs_only, &f, Phase::LaterStart)),
+        ["volume.fstype"]
+    );
+}
