@@ -60,10 +60,10 @@ fn man_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
     let mut roff = Roff::new();
     roff.control("PP", []);
     roff.text([roman(
-        "systemd runs it at two points of the boot: ",
+        "systemd runs it before every start of containerd and kubelet, as their own ExecStartPre= (drop-ins): ",
     )])
-    .text([bold("guard volume"), roman(" before containerd starts (containerd-guard-volume.service) and ")])
-    .text([bold("guard runtime"), roman(" before kubelet starts (containerd-guard-runtime.service); ")])
+    .text([bold("guard volume --pre-start"), roman(" before containerd (the first start of a boot in full, later ones the quick check) and ")])
+    .text([bold("guard runtime"), roman(" before kubelet; ")])
     .text([bold("guard hygiene"), roman(" every 2 minutes (containerd-guard-hygiene.timer). After an HA failover an operator runs ")])
     .text([bold("guard verify"), roman(".")]);
     roff.to_writer(w)?;
@@ -117,12 +117,12 @@ fn files() -> Roff {
             "This boot's state: volume.ok (phase 1 passed), runtime.json and runtime.status (phase 2, the restart budget), repair.lock.",
         ),
         (
-            "/usr/lib/systemd/system/containerd-guard-*.service, containerd-guard-hygiene.timer",
-            "The units; containerd.service.d/10-containerd-guard.conf and kubelet.service.d/10-containerd-guard.conf tie containerd and kubelet to them.",
+            "/usr/lib/systemd/system/containerd.service.d/10-containerd-guard.conf, kubelet.service.d/10-containerd-guard.conf",
+            "The drop-ins that make the guard containerd's and kubelet's pre-start; mask them (a /dev/null link of the same name under /etc/systemd/system/) to opt out. containerd-guard-hygiene.service and .timer run guard hygiene.",
         ),
         (
             "/usr/share/doc/containerd-guard/",
-            "README.md (what to do after a failover, every finding id), examples/ (the kubelet ExecStartPre= form, the dracut config).",
+            "README.md (what to do after a failover, every finding id, every operator action), examples/ (the dracut config).",
         ),
     ] {
         roff.control("TP", []);

@@ -603,18 +603,23 @@ fn containerd_already_running_fails_volume_but_not_verify() {
         marker.exists(),
         "this boot's volume.ok stays on a live node"
     );
-    // Without this boot's volume.ok containerd started before phase 1: the order was lost.
+    // Without this boot's volume.ok (the guard installed on a running node): still a hand
+    // run, judged the same, and it writes nothing either (no marker, the record unchanged).
     std::fs::remove_file(&marker).unwrap();
+    let record = t.guard_state_dir().join("volume.json");
+    let before = std::fs::read(&record).unwrap();
     check(
         &cfg,
         1,
         "volume.containerd-not-started",
         "fail",
-        &["already running", &socket, &pid],
+        &["already running", &socket, &pid, "nothing was written"],
     );
-    assert!(
-        !marker.exists(),
-        "containerd must not start again unverified"
+    assert!(!marker.exists(), "a hand run wrote volume.ok");
+    assert_eq!(
+        std::fs::read(&record).unwrap(),
+        before,
+        "a hand run rewrote volume.json"
     );
     // verify on a running node: a live containerd is normal.
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);

@@ -3,9 +3,9 @@
 //! atomic writer per file, and the repair lock ([`lock`]).
 //!
 //! Files:
-//! - `volume.ok`: written by `guard volume` on success, removed on failure; containerd's
-//!   drop-in asserts it exists, so containerd cannot start in a boot whose volume was not
-//!   verified.
+//! - `volume.ok`: this boot's id, written by `guard volume` on success, removed on
+//!   failure: containerd's pre-start has verified the volume this boot, so a later start
+//!   gets the quick check (`phases::volume`). Never written from the initrd.
 //! - `volume.json`: phase 1's last verdict ([`volume::VolumeRecord`]).
 //! - `runtime.json`: phase 2's budget, history and terminal state ([`runtime::State`]).
 //!   A file that does not parse is kept as `runtime.json.corrupt` and means "no restart

@@ -468,7 +468,8 @@ impl<'a, W: World> Machine<'a, W> {
                 )
                 .evidence(held)
                 .remedy(
-                    "fix the volume (`guard status` says how), then `systemctl start containerd`",
+                    "fix the volume (`guard status` says how): containerd's own Restart= \
+                     starts it again, or `systemctl restart containerd` at once",
                 ),
             );
             // Not a restart: the budget counts only `restart` records.
