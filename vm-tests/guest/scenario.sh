@@ -256,6 +256,12 @@ package() {
   dpkg_run purge --purge containerd-guard
   pkg_snap purged "$sid" "$cid"
   echo "purged.left=$(leftovers | tr '\n' ' ')"
+  # a later start of containerd runs no guard any more
+  echo "t.norestart=$(now)"
+  systemctl restart containerd.service; echo "norestart.rc=$?"
+  until_ok 60 answers; echo "noanswers.rc=$?"
+  pkg_snap norestarted "$sid" "$cid"
+  block norestart.journal journalctl -b -o short-monotonic --no-hostname --no-pager -u containerd.service
 }
 package_after() {
   local sid cid frag=/etc/containerd-guard/config.d/90-vm-tests.toml
