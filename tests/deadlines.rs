@@ -459,7 +459,8 @@ fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_
         npd.elapsed,
         npd.stdout.trim()
     );
-    assert!(npd.elapsed < Duration::from_secs(5), "{}", npd.dump());
+    // --timeout 3s plus a margin for a loaded machine: the point is that it answers at all.
+    assert!(npd.elapsed < Duration::from_secs(3 + 5), "{}", npd.dump());
     fuse.abort();
     drop(holder);
 }

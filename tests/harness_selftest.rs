@@ -277,4 +277,13 @@ fn a_nodes_guard_config_puts_the_metrics_textfile_in_its_own_tree() {
         textfiles(&cfg),
         vec![n.t.metrics_textfile().display().to_string()]
     );
+    // A raw config says nothing about metrics: the tree's textfile is added; one that does
+    // is written as given.
+    let cfg = n.t.write_guard_config_raw("[volume]\nwait = \"1s\"\n");
+    assert_eq!(
+        textfiles(&cfg),
+        vec![n.t.metrics_textfile().display().to_string()]
+    );
+    let cfg = n.t.write_guard_config_raw("metrics.textfile = \"\"\n");
+    assert!(textfiles(&cfg).is_empty(), "written as given");
 }

@@ -163,6 +163,47 @@ fn pre_start_typed_by_hand_on_a_live_node_writes_nothing() {
     }
 }
 
+#[test]
+fn installed_on_a_running_node_a_restart_warns_until_the_volume_passed_once_then_holds() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let t = TempRoot::new();
+    let l = unique("cg", 8);
+    let mut vol = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
+    // containerd ran this boot without the guard; the config names a disk this machine
+    // lacks (a wrong fragment, or an image build VM with no ephemeral disk).
+    containerd_ran(&t);
+    let missing = unique("cgx", 8);
+    let wrong = t.write_guard_config(&format!("device = \"LABEL={missing}\"\nwait = \"2s\""), "");
+    for restart in 1..=2 {
+        let out = pre_start(&wrong);
+        out.expect(0, "volume.device", "warn").mentions(
+            "volume.device",
+            &[&missing, "not holding containerd", "without the guard"],
+        );
+        assert!(
+            out.stderr.contains("only warns"),
+            "restart {restart}:\n{}",
+            out.dump()
+        );
+        for f in ["volume.ok", "volume.json"] {
+            assert!(
+                !t.guard_state_dir().join(f).exists(),
+                "restart {restart}: {f}\n{}",
+                out.dump()
+            );
+        }
+    }
+    // The right config: the first pass is the boot's baseline...
+    let right = t.write_guard_config(&format!("device = \"LABEL={l}\"\nwait = \"2s\""), "");
+    pre_start(&right).expect(0, "volume.device", "pass");
+    assert!(t.guard_state_dir().join("volume.json").exists());
+    // ...and from then on a failure holds containerd (an HA failover after the install).
+    drop(vol.mount.take());
+    pre_start(&right).expect(1, "volume.mounted", "fail");
+}
+
 /// An OS tree below `sysroot` as the initrd sees it: containerd's config at its
 /// /etc/containerd/config.toml (root /var/lib/containerd), the guard's config naming it,
 /// and `fstab` as its /etc/fstab.

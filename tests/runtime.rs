@@ -959,8 +959,10 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
         hung.dump()
     );
     assert!(hung.stdout.trim_end().len() <= 80, "{}", hung.dump());
+    // Bounded by the timeout, not by the hung containerd; the margin is for a loaded
+    // 2-core machine starting a process (the timing itself is benches' business).
     assert!(
-        hung.elapsed < Duration::from_millis(3500),
+        hung.elapsed < Duration::from_secs(3 + 3),
         "answered after {:?}",
         hung.elapsed
     );

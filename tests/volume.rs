@@ -9,6 +9,7 @@
 mod support;
 
 use containerd_guard::config::units::human_size;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::Duration;
 use support::*;
@@ -154,6 +155,7 @@ fn partuuid_and_partlabel_on_gpt_loop_device_pass() {
         .args(["--quiet", img.path.to_str().unwrap()])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
+        .process_group(0)
         .spawn()
         .unwrap();
     {
@@ -165,7 +167,8 @@ fn partuuid_and_partlabel_on_gpt_loop_device_pass() {
             .write_all(script.as_bytes())
             .unwrap();
     }
-    assert!(child.wait().unwrap().success(), "sfdisk failed");
+    let status = support::bounded::wait(child, "sfdisk", support::bounded::COMMAND_DEADLINE);
+    assert!(status.success(), "sfdisk failed");
     let lo = LoopDevice::attach(&img.path, true);
     let part = lo.partition(1);
     support::mounts::mkfs(&part, FsKind::Ext4, &label(), None, &[]);

@@ -14,6 +14,11 @@
 //!   [`LATER_START_WAIT`], never mounts, and a volume that filled while the node ran only
 //!   warns: a restart must not turn a full disk into an outage, nor wait out a disk that
 //!   an HA failover took away.
+//! - a later start in a boot where containerd ran before the guard judged anything (the
+//!   guard installed or unmasked on a running node, an image build VM restarting
+//!   containerd to pre-pull images): the quick check, but a failure only warns until the
+//!   volume passed once ([`Run::Adopt`]): holding a containerd that already ran on this
+//!   volume would make an outage of a warning. The install itself prints the verdict.
 //! - containerd runs already: a hand run on a live node (containerd's own pre-start runs
 //!   while containerd is stopped). Judge only, write nothing: removing `volume.ok` or
 //!   writing a failed `volume.json` would make phase 2 believe phase 1 held containerd
@@ -25,7 +30,7 @@
 //!   `/var`) is mounted only after switch-root ([`left_to_the_os`]).
 
 use crate::backoff::Backoff;
-use crate::checks::volume::facts::{gather, seen, VolumeFacts};
+use crate::checks::volume::facts::{self, VolumeFacts};
 use crate::checks::volume::rules::{evaluate, worth_waiting, Phase};
 use crate::cli::Context;
 use crate::containerd::config::ContainerdConfig;
@@ -46,22 +51,47 @@ pub enum Run {
     /// The first start of containerd this boot, or a re-check by hand with containerd
     /// stopped: every check, mount when configured, record the outcome.
     Phase1,
-    /// containerd's pre-start once containerd has run this boot: the quick check.
+    /// containerd's pre-start once containerd has run this boot and the guard has judged
+    /// the volume this boot: the quick check, holding containerd on a failure.
     LaterStart,
+    /// containerd's pre-start once containerd has run this boot without the guard (it was
+    /// installed or unmasked on a running node, or this is an image build VM restarting
+    /// containerd to pre-pull images): the quick check, which warns but does not hold
+    /// until it has passed once. Holding now would turn a running node (or an image
+    /// build) into an outage; from the next boot the first start holds.
+    Adopt,
     /// containerd runs already: judge only, change nothing.
     HandRunOnALiveNode,
     /// From the initrd, for the OS below `--sysroot`: phase 1, recording nothing.
     Initrd,
 }
 
-/// The rule (pure). `ran`: containerd has run this boot (this boot's `volume.ok`, or
-/// containerd's state directory created this boot).
-pub fn who_runs(initrd: bool, ran: bool, containerd_running: bool, pre_start: bool) -> Run {
-    match (initrd, containerd_running, ran && pre_start) {
-        (true, ..) => Run::Initrd,
-        (false, true, _) => Run::HandRunOnALiveNode,
-        (false, false, true) => Run::LaterStart,
-        (false, false, false) => Run::Phase1,
+/// What this boot has seen, for [`who_runs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Seen {
+    /// Checking the OS below `--sysroot` from the initrd.
+    pub initrd: bool,
+    /// A containerd serves the socket or uses the root right now.
+    pub containerd_running: bool,
+    /// containerd has run this boot: its state directory was created this boot.
+    pub containerd_ran: bool,
+    /// The guard judged the volume this boot: this boot's `volume.json` exists.
+    pub judged: bool,
+}
+
+/// The rule (pure). containerd's own pre-start runs while containerd is stopped, so any
+/// run that finds containerd running is a hand run.
+pub fn who_runs(seen: Seen, pre_start: bool) -> Run {
+    if seen.initrd {
+        Run::Initrd
+    } else if seen.containerd_running {
+        Run::HandRunOnALiveNode
+    } else if !pre_start || !seen.containerd_ran {
+        Run::Phase1
+    } else if seen.judged {
+        Run::LaterStart
+    } else {
+        Run::Adopt
     }
 }
 
@@ -73,8 +103,17 @@ pub struct Plan {
     pub phase: Phase,
     /// Walk the root filesystem's copy under the mount point (evidence only).
     pub look_under: bool,
-    /// Write `volume.json` and `volume.ok`.
-    pub record: bool,
+    /// Write `volume.json` and `volume.ok`: always, or only when the volume passed.
+    pub record: Record,
+    /// Failures only warn ([`Run::Adopt`]).
+    pub advisory: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    Always,
+    OnlyAPass,
+    Never,
 }
 
 impl Run {
@@ -84,23 +123,44 @@ impl Run {
             may_mount: mount,
             phase: Phase::BeforeContainerd,
             look_under: true,
-            record: true,
+            record: Record::Always,
+            advisory: false,
+        };
+        let quick = Plan {
+            wait: wait.min(LATER_START_WAIT),
+            may_mount: false,
+            phase: Phase::LaterStart,
+            look_under: false,
+            ..full
         };
         match self {
             Run::Phase1 | Run::HandRunOnALiveNode => full,
             Run::Initrd => Plan {
-                record: false,
+                record: Record::Never,
                 ..full
             },
-            Run::LaterStart => Plan {
-                wait: wait.min(LATER_START_WAIT),
-                may_mount: false,
-                phase: Phase::LaterStart,
-                look_under: false,
-                record: true,
+            Run::LaterStart => quick,
+            Run::Adopt => Plan {
+                record: Record::OnlyAPass,
+                advisory: true,
+                ..quick
             },
         }
     }
+}
+
+/// A failure the guard may not hold containerd for ([`Run::Adopt`]): said, with why.
+fn advisory(mut f: Finding) -> Finding {
+    if f.status == Status::Fail {
+        f.status = Status::Warn;
+        f.evidence.push(
+            "not holding containerd: it has run this boot without the guard (installed or \
+             unmasked on a running node, or an image build); the guard holds it once the \
+             volume passed a check, and at every first start of a boot"
+                .into(),
+        );
+    }
+    f
 }
 
 /// What a hand-run on a live node reports in place of `containerd-not-started`'s
@@ -140,13 +200,18 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
     let socket = crate::containerd::config::socket(settings, cd);
     let state = StateDir::open(&ctx.host, &settings.state_dir);
     let ran = (pre_start && !initrd)
-        .then(|| containerd_ran(&ctx.host, state.as_ref().ok(), cd))
+        .then(|| containerd_ran(&ctx.host, cd))
         .flatten();
-    let look = |look_under| gather(&ctx.host, settings, &cd.root, &socket, look_under);
-    let running = !initrd && seen(&ctx.host, &cd.root, &socket).running();
-    let run = who_runs(initrd, ran.is_some(), running, pre_start);
+    let seen = Seen {
+        initrd,
+        containerd_running: !initrd && facts::seen(&ctx.host, &cd.root, &socket).running(),
+        containerd_ran: ran.is_some(),
+        judged: state.as_ref().is_ok_and(|s| s.read_volume().is_some()),
+    };
+    let run = who_runs(seen, pre_start);
     let plan = run.plan(settings.volume.wait, settings.volume.mount);
     announce(run, ran.as_deref());
+    let look = |look_under| facts::gather(&ctx.host, settings, &cd.root, &socket, look_under);
     let mut facts = wait_for_volume(ctx, plan, &|| look(plan.look_under));
     if run == Run::HandRunOnALiveNode {
         let judged = Report::new(evaluate(&settings.volume, &facts, plan.phase));
@@ -165,8 +230,14 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
     }
     let mut report = Report::new(acted);
     report.extend(evaluate(&settings.volume, &facts, plan.phase));
-    if plan.record {
-        record(state, &report);
+    let passed = report.verdict() == crate::report::Verdict::Usable;
+    match plan.record {
+        Record::Always => record(state, &report),
+        Record::OnlyAPass if passed => record(state, &report),
+        Record::OnlyAPass | Record::Never => {}
+    }
+    if plan.advisory {
+        report = Report::new(report.findings.into_iter().map(advisory).collect());
     }
     report
 }
@@ -176,11 +247,16 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
 fn announce(run: Run, ran: Option<&str>) {
     let why = ran.unwrap_or("nothing says containerd has run this boot");
     match run {
-        Run::LaterStart => tracing::info!(
+        Run::LaterStart | Run::Adopt => tracing::info!(
             "quick check before a later start of containerd ({why}): the volume must be \
              mounted, the configured device, writable and an allowed type; waiting at most \
-             {}s, never mounting; low space only warns",
-            LATER_START_WAIT.as_secs()
+             {}s, never mounting; low space only warns{}",
+            LATER_START_WAIT.as_secs(),
+            if run == Run::Adopt {
+                "; the guard has not judged the volume this boot, so a failure only warns"
+            } else {
+                ""
+            }
         ),
         Run::Phase1 => tracing::info!("phase 1 in full before containerd starts ({why})"),
         Run::Initrd => tracing::info!("phase 1 for the OS below --sysroot; nothing is recorded"),
@@ -188,14 +264,10 @@ fn announce(run: Run, ran: Option<&str>) {
     }
 }
 
-/// Whether containerd has run this boot, and what says so: this boot's `volume.ok`, or
-/// containerd's state directory (`/run/containerd`), which containerd creates when it
-/// starts and which lives on a per-boot tmpfs. A guard installed on a running node has no
-/// marker yet; the state directory still tells it that this is not the boot's first start.
-fn containerd_ran(host: &Host, state: Option<&StateDir>, cd: &ContainerdConfig) -> Option<String> {
-    if state.is_some_and(StateDir::volume_proved) {
-        return Some("this boot's volume.ok".into());
-    }
+/// Whether containerd has run this boot, and what says so: its state directory
+/// (`/run/containerd`), which containerd creates when it starts and which lives on a
+/// per-boot tmpfs. A guard installed on a running node sees it too.
+fn containerd_ran(host: &Host, cd: &ContainerdConfig) -> Option<String> {
     let dir = host.path(&cd.state);
     created_this_boot(host, &dir).then(|| {
         format!(
@@ -355,36 +427,60 @@ mod tests {
 
     #[test]
     fn who_runs_follows_what_this_boot_has_seen() {
-        // (initrd, containerd has run this boot, containerd running, --pre-start)
-        assert_eq!(who_runs(false, true, true, false), Run::HandRunOnALiveNode);
+        let ran = Seen {
+            containerd_ran: true,
+            ..Seen::default()
+        };
+        let judged = Seen {
+            judged: true,
+            ..ran
+        };
+        let running = Seen {
+            containerd_running: true,
+            ..judged
+        };
         assert_eq!(
-            who_runs(false, false, true, false),
-            Run::HandRunOnALiveNode,
-            "containerd's pre-start runs while containerd is stopped: any run that finds \
-             it running is a hand run"
-        );
-        assert_eq!(
-            who_runs(false, true, true, true),
-            Run::HandRunOnALiveNode,
-            "a hand-typed --pre-start on a live node changes nothing either"
-        );
-        assert_eq!(
-            who_runs(false, true, false, true),
-            Run::LaterStart,
-            "containerd's restart, crash or package upgrade"
-        );
-        assert_eq!(
-            who_runs(false, true, false, false),
-            Run::Phase1,
-            "a re-check by hand after a crash"
-        );
-        assert_eq!(
-            who_runs(false, false, false, true),
+            who_runs(Seen::default(), true),
             Run::Phase1,
             "the boot's first start"
         );
-        assert_eq!(who_runs(true, true, true, true), Run::Initrd);
-        assert_eq!(who_runs(true, false, false, false), Run::Initrd);
+        let failed_first = Seen {
+            judged: true,
+            ..Seen::default()
+        };
+        assert_eq!(
+            who_runs(failed_first, true),
+            Run::Phase1,
+            "a retry after the first start failed: containerd never ran, so in full again \
+             (it may still mount a late disk)"
+        );
+        assert_eq!(
+            who_runs(judged, true),
+            Run::LaterStart,
+            "a restart, a crash, an upgrade"
+        );
+        assert_eq!(
+            who_runs(ran, true),
+            Run::Adopt,
+            "containerd ran before the guard judged anything: installed on a running node"
+        );
+        assert_eq!(
+            who_runs(judged, false),
+            Run::Phase1,
+            "a re-check by hand after a crash"
+        );
+        for pre_start in [true, false] {
+            assert_eq!(
+                who_runs(running, pre_start),
+                Run::HandRunOnALiveNode,
+                "containerd's pre-start runs while containerd is stopped"
+            );
+            let initrd = Seen {
+                initrd: true,
+                ..running
+            };
+            assert_eq!(who_runs(initrd, pre_start), Run::Initrd);
+        }
     }
 
     #[test]
@@ -392,23 +488,33 @@ mod tests {
         let wait = Duration::from_secs(90);
         let later = Run::LaterStart.plan(wait, true);
         assert_eq!(later.wait, LATER_START_WAIT);
-        assert!(!later.may_mount);
+        assert!(!later.may_mount && !later.look_under && !later.advisory);
         assert_eq!(later.phase, Phase::LaterStart);
-        assert!(!later.look_under && later.record);
+        assert_eq!(later.record, Record::Always);
         let short = Run::LaterStart.plan(Duration::from_secs(3), true);
         assert_eq!(
             short.wait,
             Duration::from_secs(3),
             "a shorter [volume] wait wins"
         );
+        let adopt = Run::Adopt.plan(wait, true);
+        assert!(adopt.advisory && !adopt.may_mount);
+        assert_eq!(adopt.record, Record::OnlyAPass);
         let first = Run::Phase1.plan(wait, true);
         assert_eq!((first.wait, first.may_mount), (wait, true));
         assert_eq!(first.phase, Phase::BeforeContainerd);
         let initrd = Run::Initrd.plan(wait, true);
-        assert!(
-            initrd.may_mount && !initrd.record,
-            "the initrd records nothing"
-        );
+        assert!(initrd.may_mount);
+        assert_eq!(initrd.record, Record::Never, "the initrd records nothing");
+    }
+
+    #[test]
+    fn an_adopted_failure_warns_and_says_why_a_pass_stays() {
+        let f = advisory(Finding::fail(Id::VolumeDevice, "LABEL=x was not found"));
+        assert_eq!(f.status, Status::Warn);
+        assert!(f.evidence[0].contains("not holding containerd"), "{f:?}");
+        let p = advisory(Finding::pass(Id::VolumeMounted, "mounted"));
+        assert_eq!((p.status, p.evidence.len()), (Status::Pass, 0));
     }
 
     #[test]

@@ -163,14 +163,6 @@ impl StateDir {
         parse_volume(&text, &self.boot_id)
     }
 
-    /// Whether this boot's `volume.ok` is there: phase 1 proved the volume this boot.
-    pub fn volume_proved(&self) -> bool {
-        self.read(VOLUME_MARKER)
-            .ok()
-            .flatten()
-            .is_some_and(|text| text.trim_ascii() == self.boot_id.as_bytes())
-    }
-
     /// Leaves phase 1's outcome where `guard status`, phase 2 and containerd's unit look:
     /// the record, and the marker only when the volume was verified.
     pub fn record_volume(&self, report: &Report) -> Result<(), String> {

@@ -231,8 +231,15 @@ state = "{state}"
         self.write_guard_config_raw(&text)
     }
 
-    /// Writes the guard's config file exactly as given.
+    /// Writes the guard's config file as given, plus the metrics table of
+    /// [`Self::with_metrics_in_tree`] when the text says nothing about metrics: a test never
+    /// rewrites the host's node_exporter file (appended last, so a broken text still breaks
+    /// on its own line).
     pub fn write_guard_config_raw(&self, text: &str) -> PathBuf {
+        let text = match text.contains("metrics") {
+            true => text.to_string(),
+            false => self.with_metrics_in_tree(text),
+        };
         let p = self.guard_config_path();
         std::fs::write(&p, text).expect("write guard config");
         // The guard refuses a config another user could write: 0644 whatever the umask.
