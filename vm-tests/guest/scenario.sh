@@ -301,7 +301,9 @@ show() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
 svc() { echo "$(show "$1" MainPID)/$(show "$1" NRestarts)/$(show "$1" ActiveState)"; }
 snap() { echo "c=$(svc containerd.service) k=$(svc kubelet.service) shim=$shim shim_alive=$([ -d "/proc/$shim" ] && echo yes || echo no)"; }
 cursor() { journalctl --show-cursor -n 0 -o cat 2>/dev/null | sed -n 's/^-- cursor: //p'; }
-no_jobs() { [ -z "$(systemctl list-jobs --no-legend 2>/dev/null)" ]; }
+# no job left for containerd, kubelet or the guard's units (the boot's targets keep
+# theirs: they wait for this scenario's unit)
+no_jobs() { ! systemctl list-jobs --no-legend 2>/dev/null | grep -qE 'containerd|kubelet'; }
 # the guard's lines in UNIT's pre-start since cursor C
 guard_lines() { journalctl --sync 2>/dev/null; journalctl -q -o short-monotonic --no-hostname --after-cursor="$2" "_SYSTEMD_UNIT=$1" SYSLOG_IDENTIFIER=guard 2>/dev/null; }
 quick_check_since() { guard_lines containerd.service "$1" | grep -qi 'quick check'; }
