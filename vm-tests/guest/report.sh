@@ -101,6 +101,11 @@ case $scenario in cloud-init*)
   echo "cloudinit.status=$(timeout 60 cloud-init status 2>&1 | tr '\n' ' ')"
   block cloudinit sh -c "journalctl -b -o short-monotonic --no-hostname -u cloud-init-local.service -u cloud-init.service | grep -iE 'vm-tests|disk_setup|fs_setup|mounts|Finished|Started|error|warn' | head -n 30" ;;
 esac
+case $scenario in dracut*)
+  # the initrd's manager: when initrd-fs.target was reached and when the guard's initrd
+  # unit started (it is ordered after it)
+  block initrd.order sh -c "journalctl -b -o short-monotonic --no-hostname _PID=1 | grep -E 'Reached target initrd-fs\.target|Starting containerd-guard-initrd\.service' || true" ;;
+esac
 case $scenario in dracut-var)
   # /var is a filesystem of its own, mounted by the OS: where the volume ended up, what
   # lies under it on the /var filesystem and on the root filesystem, and when volume.ok
