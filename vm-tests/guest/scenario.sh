@@ -299,13 +299,20 @@ package_after() {
 # shim_alive=yes|no": the host judges "untouched" on it.
 show() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
 svc() { echo "$(show "$1" MainPID)/$(show "$1" NRestarts)/$(show "$1" ActiveState)"; }
-snap() { echo "c=$(svc containerd.service) k=$(svc kubelet.service) shim=$shim shim_alive=$([ -d "/proc/$shim" ] && echo yes || echo no)"; }
-cursor() { journalctl --show-cursor -n 0 -o cat 2>/dev/null | sed -n 's/^-- cursor: //p'; }
+snap() { echo "c=$(svc containerd.service) k=$(svc kubelet.service) shim=$shim shim_alive=$([ -d "/proc/$shim" ] && echo yes || echo no) timer=$(systemctl is-active containerd-guard-hygiene.timer)"; }
+# A step's journal lines are those received at or after its start (uptime): a cursor
+# taken with `journalctl -n 0 --show-cursor` lost the pre-start's first line
+cursor() { now; }
+since() { # T: the short-monotonic lines stamped at T or later
+  awk -v t="$1" '{ s = $0; sub(/^\[ */, "", s); sub(/\].*/, "", s); if (s + 0 >= t + 0) print }'
+}
 # no job left for containerd, kubelet or the guard's units (the boot's targets keep
 # theirs: they wait for this scenario's unit)
 no_jobs() { ! systemctl list-jobs --no-legend 2>/dev/null | grep -qE 'containerd|kubelet'; }
 # the guard's lines in UNIT's pre-start since cursor C
-guard_lines() { journalctl --sync 2>/dev/null; journalctl -q -o short-monotonic --no-hostname --after-cursor="$2" "_SYSTEMD_UNIT=$1" SYSLOG_IDENTIFIER=guard 2>/dev/null; }
+guard_lines() { journalctl --sync 2>/dev/null; journalctl -q -b -o short-monotonic --no-hostname "_SYSTEMD_UNIT=$1" SYSLOG_IDENTIFIER=guard 2>/dev/null | since "$2"; }
+# systemd's own lines about UNIT since T
+sys_lines() { journalctl --sync 2>/dev/null; journalctl -q -b -o short-monotonic --no-hostname _PID=1 "UNIT=$1" 2>/dev/null | since "$2"; }
 quick_check_since() { guard_lines containerd.service "$1" | grep -qi 'quick check'; }
 runtime_since() { [ -n "$(guard_lines kubelet.service "$1")" ]; }
 active_new() { # UNIT OLDPID: active with another main pid
@@ -343,6 +350,10 @@ ops() {
     for a in restart stop start mask unmask disable enable; do act "${u##*.}-$a" systemctl "$a" "$u"; done
   done
   echo "timer.after=$(systemctl is-enabled containerd-guard-hygiene.timer)/$(systemctl is-active containerd-guard-hygiene.timer)"
+  # masking the running timer fails it (systemd: "Unit to trigger vanished", result
+  # 'resources') and unmask/enable do not start it again: a restart of it does
+  act timer-restart-again systemctl restart containerd-guard-hygiene.timer
+  echo "timer.final=$(systemctl is-enabled containerd-guard-hygiene.timer)/$(systemctl is-active containerd-guard-hygiene.timer)"
   act daemon-reload systemctl daemon-reload
 
   # restart containerd: a new main process, through the quick check; kubelet untouched
@@ -365,7 +376,7 @@ ops() {
   block ops.dpkg.out dpkg -i "$deb"
   until_ok 60 active_new containerd.service "$cpid"; echo "ops.$st.back=$?"
   until_ok 30 quick_check_since "$cur"; echo "ops.$st.quick=$?"
-  block ops.dpkg.journal journalctl -o cat --after-cursor="$cur" _PID=1 UNIT=containerd.service
+  blockf ops.dpkg.journal sys_lines containerd.service "$cur"
   step_end
   # restart kubelet: guard runtime in its pre-start; containerd untouched
   step_begin restart-kubelet
@@ -408,7 +419,7 @@ ops() {
   local cur2; cur2=$(cursor)
   systemctl start var-lib-containerd.mount; echo "ops.$st.mount.rc=$?"
   until_ok 90 active_new containerd.service 0; echo "ops.$st.back=$?"
-  echo "ops.$st.back.how=$(show containerd.service NRestarts) restarts; $(journalctl -o cat --after-cursor="$cur2" _PID=1 UNIT=containerd.service | grep -m1 -E 'Scheduled restart job|Starting' )"
+  echo "ops.$st.back.how=$(show containerd.service NRestarts) restarts; $(sys_lines containerd.service "$cur2" | grep -m1 -E 'Scheduled restart job|Starting' )"
   echo "ops.$st.mounted.after=$(findmnt -rno SOURCE,LABEL /var/lib/containerd)"
   step_end
   # opt-out: both drop-ins masked, daemon-reload: untouched; a restart of containerd then
@@ -424,6 +435,7 @@ ops() {
   act optout-unmask sh -c 'rm /etc/systemd/system/containerd.service.d/10-containerd-guard.conf /etc/systemd/system/kubelet.service.d/10-containerd-guard.conf && systemctl daemon-reload'
   echo "ops.unmasked.execstartpre=$(show containerd.service ExecStartPre | tr '\n' ' ')"
   echo "ops.end=$(svc containerd.service) $(svc kubelet.service)"
+  block ops.timer.journal journalctl -q -b -o short-monotonic --no-hostname -u containerd-guard-hygiene.timer -u containerd-guard-hygiene.service
 }
 
 # ------------------------------------------------------------------ recover
