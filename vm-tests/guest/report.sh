@@ -96,9 +96,42 @@ if [ "$scenario" = healthy ]; then
     /usr/lib/systemd/system/containerd-guard-hygiene.timer containerd.service kubelet.service
 fi
 case $scenario in cloud-init*)
+  echo "containerd.timeout=$(systemctl show -p TimeoutStartUSec --value containerd.service)"
   echo "fstab=$(grep -E '[[:space:]]/var/lib/containerd[[:space:]]' /etc/fstab | tr '\t' ' ')"
   echo "cloudinit.status=$(timeout 60 cloud-init status 2>&1 | tr '\n' ' ')"
-  block cloudinit sh -c "journalctl -b -o short-monotonic --no-hostname -u cloud-init-local.service -u cloud-init.service | grep -iE 'disk_setup|fs_setup|mounts|Finished|Started|error|warn' | head -n 30" ;;
+  block cloudinit sh -c "journalctl -b -o short-monotonic --no-hostname -u cloud-init-local.service -u cloud-init.service | grep -iE 'vm-tests|disk_setup|fs_setup|mounts|Finished|Started|error|warn' | head -n 30" ;;
+esac
+case $scenario in dracut*)
+  # the initrd's manager: when initrd-fs.target was reached and when the guard's initrd
+  # unit started (it is ordered after it)
+  block initrd.order sh -c "journalctl -b -o short-monotonic --no-hostname _PID=1 | grep -E 'Reached target initrd-fs\.target|Starting containerd-guard-initrd\.service' || true" ;;
+esac
+case $scenario in dracut-var)
+  # /var is a filesystem of its own, mounted by the OS: where the volume ended up, what
+  # lies under it on the /var filesystem and on the root filesystem, and when volume.ok
+  # was written (seconds of uptime) against the switch-root (the OS manager's start)
+  echo "var.mount=$(findmnt -rno SOURCE,FSTYPE,LABEL /var 2>/dev/null)"
+  block mounts findmnt -rno ID,PARENT,TARGET,SOURCE,LABEL
+  # shellcheck disable=SC2012 # names only, for the evidence line
+  if mkdir -p /run/vm-tests/varfs && mount --bind /var /run/vm-tests/varfs 2>/dev/null; then
+    echo "varfs_checked=yes"
+    echo "varfs_has_dir=$([ -d /run/vm-tests/varfs/lib/containerd ] && echo yes || echo no)"
+    echo "varfs_under_mount=$(ls -A /run/vm-tests/varfs/lib/containerd 2>/dev/null | tr '\n' ' ')"
+    umount /run/vm-tests/varfs
+  else
+    echo "varfs_checked=no"
+  fi
+  # shellcheck disable=SC2012 # names only, for the evidence line
+  if mkdir -p /run/vm-tests/rootfs && mount --bind / /run/vm-tests/rootfs 2>/dev/null; then
+    echo "rootfs_has_dir=$([ -d /run/vm-tests/rootfs/var/lib/containerd ] && echo yes || echo no)"
+    echo "rootfs_var=$(ls -A /run/vm-tests/rootfs/var 2>/dev/null | tr '\n' ' ')"
+    umount /run/vm-tests/rootfs
+  fi
+  echo "userspace_mono=$(systemctl show -p UserspaceTimestampMonotonic --value)"
+  echo "initrd_mono=$(systemctl show -p InitRDTimestampMonotonic --value)"
+  echo "volume.ok.mtime_uptime=$(awk -v m="$(stat -c %.3Y /run/containerd-guard/volume.ok 2>/dev/null || echo 0)" \
+    -v now="$(date +%s.%N)" -v up="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{ if (m == 0) print ""; else printf "%.2f", m - (now - up) }')"
+  block initrd journalctl -b -o short-monotonic --no-hostname --no-pager -u containerd-guard-initrd.service ;;
 esac
 case $scenario in package*)
   # what containerd's and the stand-in's units are made of, after the package came and went

@@ -4,8 +4,8 @@
 #   standin   the kubelet stand-in's job in these scenarios (kubelet.service's ExecStart=
 #             via the generator's drop-in): run the scenario's pod through CRI with
 #             examples/cri-workload.rs; its key=value lines go to /run/vm-tests/kubelet.result
-#             (package-after, the package scenario's second boot: run-pod-sandbox, retried
-#             as kubelet would while CRI is not up)
+#             (package-after, the package scenario's second boot: the same, retried as
+#             kubelet would while CRI is not up)
 #   incident  (vm-tests-scenario.service, after the stand-in, before the report) reproduce
 #             the incident on the running node, then run the guard on it; facts go to
 #             /run/vm-tests/scenario.txt, which report.sh copies into the report.
@@ -79,16 +79,19 @@ standin() {
       "$cri" "$sock" run --name payload --uid "$uid" --image "$pause" \
         --cgroup-parent "/kubepods/besteffort/pod$uid" --timeout 90 ;;
     package-after)
-      # the package scenario's second boot, after dpkg -r: nothing gates the stand-in on CRI
-      # any more, so it does what kubelet does while the runtime is not ready: it tries
-      # again. containerd tells systemd it is ready before its CRI plugin is (measured:
-      # RunPodSandbox 0.5 s after the start failed with "server is not initialized yet").
-      # Bounded: 60 tries a second apart; any other failure ends it at once.
-      local try out rc
+      # the package scenario's second boot, after the package was purged: a node running
+      # containerd and a pod without the guard. Nothing gates the stand-in on CRI, so it
+      # does what kubelet does while the runtime is not ready: it tries again. containerd
+      # tells systemd it is ready before its CRI plugin is (measured: RunPodSandbox 0.5 s
+      # after the start failed with "server is not initialized yet"). Bounded: 60 tries a
+      # second apart; any other failure ends it at once.
+      local try out rc uid
       for try in $(seq 60); do
-        out=$(/usr/lib/vm-tests/run-pod-sandbox "$sock" --keep); rc=$?
+        uid=$(uuid)
+        out=$("$cri" "$sock" run --name payload --uid "$uid" --image "$pause" \
+          --cgroup-parent "/kubepods/besteffort/pod$uid" --timeout 90); rc=$?
         if [ $rc = 0 ] || [ "$try" = 60 ] || ! grep -q 'not initialized' <<<"$out"; then
-          printf '%s\ntries=%s\n' "$out" "$try"; return $rc
+          printf 'pod_uid=%s\n%s\ntries=%s\n' "$uid" "$out" "$try"; return $rc
         fi
         sleep 1
       done ;;
@@ -183,40 +186,109 @@ leaked_task() {
 }
 
 # ------------------------------------------------------------------ package
-# The package on a running node: dpkg -i of a newer version, then dpkg -r. Neither may
-# start, stop or restart a unit: containerd, the stand-in and the pod keep their
-# processes and the units their invocations. The host then boots the same disk again
-# (package-after) to see containerd start without the guard.
-pkg_snap() { # PREFIX: who runs, and which invocation of each unit
+# The package on a running node. First boot (package): dpkg -i of a newer version, dpkg
+# -r, dpkg --purge; none may start, stop or restart containerd or kubelet (the removal
+# stops the guard's own hygiene timer and removes what the package generated: the metrics
+# textfile, /run/containerd-guard). Second boot (package-after, the same disk): a node
+# running containerd and a pod without the guard; the package's first install, with a
+# config fragment that names a missing device (warned), again with it fixed (ok), then
+# `systemctl restart containerd`: containerd back through its pre-start's quick check, the
+# pod's shim and payload still running, kubelet untouched.
+textfile=/var/lib/prometheus/node-exporter/containerd-guard.prom
+newer_deb=/usr/lib/vm-tests/containerd-guard-newer.deb
+pkg_snap() { # PREFIX SANDBOX CONTAINER: who runs, and which invocation of each unit
   local u
+  for u in containerd.service kubelet.service; do
+    echo "$1.unit.$u=$(systemctl show -p MainPID --value "$u")/$(systemctl show -p NRestarts --value "$u")/$(systemctl show -p InvocationID --value "$u")/$(systemctl show -p ActiveState --value "$u")"
+  done
   echo "$1.containerd.pid=$(systemctl show -p MainPID --value containerd.service)"
   echo "$1.shim.pid=$(pgrep -f -- "containerd-shim-runc-v2 .*-id $2( |\$)" | head -n1)"
   echo "$1.pod.pids=$(pids_of "$2")"
   echo "$1.container.pids=$(pids_of "$3")"
-  for u in containerd.service kubelet.service containerd-guard-volume.service containerd-guard-runtime.service; do
-    echo "$1.inv.$u=$(systemctl show -p InvocationID --value "$u")/$(systemctl show -p ActiveState --value "$u")"
-  done
+  echo "$1.timer=$(systemctl show -p LoadState --value containerd-guard-hygiene.timer)/$(systemctl show -p ActiveState --value containerd-guard-hygiene.timer)/$(systemctl is-enabled containerd-guard-hygiene.timer 2>/dev/null)"
+  echo "$1.hygiene=$(systemctl show -p ActiveState --value containerd-guard-hygiene.service)"
+  echo "$1.textfile=$([ -e "$textfile" ] && echo present || echo absent)"
+  echo "$1.statedir=$([ -e /run/containerd-guard ] && echo present || echo absent)"
   echo "$1.dropins=$(systemctl show -p DropInPaths --value containerd.service kubelet.service | tr '\n' ' ')"
   # shellcheck disable=SC2016 # dpkg-query's ${fields}
   echo "$1.package=$(dpkg-query -W -f='${Version} ${Status}' containerd-guard 2>&1)"
+}
+# dpkg_run NAME ARGS...: dpkg's stdout as the block NAME (the postinst's verdict goes
+# there), its stderr as NAME.err, its exit code as NAME.rc
+dpkg_run() {
+  local n=$1; shift
+  timeout 120 dpkg "$@" >"/run/vm-tests/$n.out" 2>"/run/vm-tests/$n.err"
+  echo "$n.rc=$?"
+  sed "s/^/$n| /" "/run/vm-tests/$n.out"; sed "s/^/$n.err| /" "/run/vm-tests/$n.err"
+}
+# what is left of the package: its files (dpkg -L, taken while it was installed; not
+# directories) and what it generates or registers
+leftovers() {
+  local f
+  while IFS= read -r f; do
+    [ -n "$f" ] && [ ! -d "$f" ] && { [ -e "$f" ] || [ -L "$f" ]; } && echo "$f"
+  done </run/vm-tests/package.files
+  for f in "$textfile" /run/containerd-guard /run/containerd-guard.dpkg-remove /etc/containerd-guard /var/lib/dpkg/info/containerd-guard.*; do
+    { [ -e "$f" ] || [ -L "$f" ]; } && echo "$f"
+  done
+  find /etc/systemd/system /var/lib/systemd/deb-systemd-helper-enabled /var/lib/systemd/deb-systemd-helper-masked \
+    -name '*containerd-guard*' 2>/dev/null
 }
 package() {
   local sid cid u
   standin_ids
   [ -n "$sid" ] || { echo "error=the stand-in started no pod"; return; }
-  echo "timer.before=$(systemctl is-enabled containerd-guard-hygiene.timer)/$(systemctl is-active containerd-guard-hygiene.timer)"
   pkg_snap before "$sid" "$cid"
+  dpkg -L containerd-guard >/run/vm-tests/package.files 2>/dev/null
+  echo "package.files=$(wc -l </run/vm-tests/package.files)"
   echo "t.upgrade=$(now)"
-  block upgrade dpkg -i /usr/lib/vm-tests/containerd-guard-newer.deb
+  dpkg_run upgrade -i "$newer_deb"
   pkg_snap upgraded "$sid" "$cid"
   for u in containerd-guard-volume.service containerd-guard-runtime.service containerd-guard-hygiene.timer; do
     echo "upgraded.enabled.$u=$(systemctl is-enabled "$u" 2>&1)"
   done
   echo "t.remove=$(now)"
-  block remove dpkg -r containerd-guard
+  dpkg_run remove -r containerd-guard
   pkg_snap removed "$sid" "$cid"
-  echo "removed.wants=$(find /etc/systemd/system -name 'containerd-guard*' 2>/dev/null | tr '\n' ' ')"
+  echo "removed.left=$(leftovers | tr '\n' ' ')"
   echo "removed.guard=$(command -v guard || echo none)"
+  echo "t.purge=$(now)"
+  dpkg_run purge --purge containerd-guard
+  pkg_snap purged "$sid" "$cid"
+  echo "purged.left=$(leftovers | tr '\n' ' ')"
+  # a later start of containerd runs no guard any more
+  echo "t.norestart=$(now)"
+  systemctl restart containerd.service; echo "norestart.rc=$?"
+  until_ok 60 answers; echo "noanswers.rc=$?"
+  pkg_snap norestarted "$sid" "$cid"
+  block norestart.journal journalctl -b -o short-monotonic --no-hostname --no-pager -u containerd.service
+}
+package_after() {
+  local sid cid frag=/etc/containerd-guard/config.d/90-vm-tests.toml
+  standin_ids
+  [ -n "$sid" ] || { echo "error=the stand-in started no pod"; return; }
+  pkg_snap fresh "$sid" "$cid"
+  echo "fresh.links=$(find /etc/systemd/system -name 'containerd-guard*' 2>/dev/null | tr '\n' ' ')"
+  block fresh.unitcat systemctl cat containerd.service kubelet.service
+  # (a) the first install, with a fragment that names a device the node does not have
+  mkdir -p /etc/containerd-guard/config.d
+  printf '# vm-tests package-after: the wrong volume\n[volume]\ndevice = "LABEL=vmtest-no-such-disk"\n' >"$frag"
+  echo "t.install=$(now)"
+  dpkg_run install -i "$newer_deb"
+  pkg_snap installed "$sid" "$cid"
+  # (b) the fragment fixed, the package installed again
+  printf '# vm-tests package-after: the right volume\n[volume]\ndevice = "LABEL=ctrd-eph"\n' >"$frag"
+  echo "t.reinstall=$(now)"
+  dpkg_run reinstall -i "$newer_deb"
+  pkg_snap reinstalled "$sid" "$cid"
+  # then what a containerd upgrade or an operator does: restart containerd
+  echo "t.restart=$(now)"
+  systemctl restart containerd.service; echo "restart.rc=$?"
+  until_ok 60 answers; echo "answers.rc=$?"
+  echo "t.restarted=$(now)"
+  pkg_snap restarted "$sid" "$cid"
+  block restarted.journal journalctl -b -o short-monotonic --no-hostname --no-pager -u containerd.service
+  block restarted.status timeout 10 "$cri" "$sock" container-status "$cid"
 }
 
 # ------------------------------------------------------------------ ops
@@ -411,6 +483,7 @@ case $phase in
         k3s) k3s ;;
         leaked-task) leaked_task ;;
         package) package ;;
+        package-after) package_after ;;
         ops) ops ;;
         recover) recover ;;
         *) echo "error=no incident for scenario '$scenario'" ;;
