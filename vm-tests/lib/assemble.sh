@@ -104,12 +104,12 @@ chroot "$root" dracut --force --kver "$kver" /boot/initrd-guard.img "$kver" > "$
 # without the guard binary and once without a unit the initrd unit is ordered against.
 mv "$root/usr/bin/guard" "$root/usr/bin/guard.off"
 if chroot "$root" dracut --force --kver "$kver" /tmp/neg.img "$kver" >"$work/dracut-neg1.log" 2>&1
-then echo "no-guard-binary: dracut succeeded (WRONG)"; else echo "no-guard-binary: dracut failed rc=$? ($(grep -m1 -iE 'fatal|error|fail' "$work/dracut-neg1.log" | cut -c1-120))"; fi >"$work/dracut-negative.txt"
+then echo "no-guard-binary: dracut succeeded (WRONG)"; else echo "no-guard-binary: dracut failed rc=$? ($(grep -m1 -F "installing '/usr/bin/guard'" "$work/dracut-neg1.log" | cut -c1-120))"; fi >"$work/dracut-negative.txt"
 mv "$root/usr/bin/guard.off" "$root/usr/bin/guard"
 unit=$root/usr/lib/systemd/system/initrd-switch-root.target
 mv "$unit" "$unit.off"
 if chroot "$root" dracut --force --kver "$kver" /tmp/neg.img "$kver" >"$work/dracut-neg2.log" 2>&1
-then echo "no-initrd-switch-root.target: dracut succeeded (WRONG)"; else echo "no-initrd-switch-root.target: dracut failed rc=$? ($(grep -m1 -iE 'containerd-guard' "$work/dracut-neg2.log" | cut -c1-120))"; fi >>"$work/dracut-negative.txt"
+then echo "no-initrd-switch-root.target: dracut succeeded (WRONG)"; else echo "no-initrd-switch-root.target: dracut failed rc=$? ($(grep -m1 -F 'is missing from the initrd' "$work/dracut-neg2.log" | cut -c1-120))"; fi >>"$work/dracut-negative.txt"
 mv "$unit.off" "$unit"; rm -f "$root/tmp/neg.img"
 for m in dev/pts dev proc sys; do umount -l "$root/$m"; done
 grep -q containerd-guard <(chroot "$root" lsinitrd /boot/initrd-guard.img 2>/dev/null || true) ||
