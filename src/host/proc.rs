@@ -316,6 +316,18 @@ pub fn pids(host: &Host) -> Vec<i32> {
 }
 
 /// Clock ticks per second for `start_ticks` (sysconf `_SC_CLK_TCK`; 100 on Linux).
+/// Time since boot, from `/proc/uptime` (read bounded; `None` when unreadable).
+pub fn uptime(host: &Host) -> Option<std::time::Duration> {
+    let text = read_bounded(&host.proc("uptime"), 256, Links::Refuse).ok()?;
+    let secs: f64 = std::str::from_utf8(&text)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    std::time::Duration::try_from_secs_f64(secs).ok()
+}
+
 pub fn ticks_per_second() -> u64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()

@@ -149,19 +149,10 @@ impl Run {
     }
 }
 
-/// A failure the guard may not hold containerd for ([`Run::Adopt`]): said, with why.
-fn advisory(mut f: Finding) -> Finding {
-    if f.status == Status::Fail {
-        f.status = Status::Warn;
-        f.evidence.push(
-            "not holding containerd: it has run this boot without the guard (installed or \
-             unmasked on a running node, or an image build); the guard holds it once the \
-             volume passed a check, and at every first start of a boot"
-                .into(),
-        );
-    }
-    f
-}
+/// Why a failure does not hold containerd under [`Run::Adopt`].
+const ADOPTED: &str = "not holding containerd: it has run this boot without the guard \
+    (installed or unmasked on a running node, or an image build); the guard holds it once \
+    the volume passed a check, and at every first start of a boot";
 
 /// What a hand-run on a live node reports in place of `containerd-not-started`'s
 /// "the boot order was lost" (pure): the same failure, why nothing changed, what to run.
@@ -237,7 +228,13 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
         Record::OnlyAPass | Record::Never => {}
     }
     if plan.advisory {
-        report = Report::new(report.findings.into_iter().map(advisory).collect());
+        report = Report::new(
+            report
+                .findings
+                .into_iter()
+                .map(|f| f.only_warns(ADOPTED))
+                .collect(),
+        );
     }
     report
 }
@@ -288,24 +285,16 @@ fn created_this_boot(host: &Host, dir: &Path) -> bool {
     }
     let tmpfs = nix::sys::statfs::statfs(dir)
         .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
-    let booted = boot_began(host);
-    tmpfs || booted.is_some_and(|b| meta.ctime() >= b)
+    tmpfs || boot_began(host).is_some_and(|b| meta.ctime() >= b)
 }
 
-/// The boot's start in seconds since the epoch: now minus `/proc/uptime`.
+/// The boot's start in seconds since the epoch: now minus the uptime.
 fn boot_began(host: &Host) -> Option<i64> {
-    use crate::host::proc::{read_bounded, Links};
-    let text = read_bounded(&host.proc("uptime"), 256, Links::Refuse).ok()?;
-    let up: f64 = std::str::from_utf8(&text)
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
+    let up = crate::host::proc::uptime(host)?;
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .ok()?;
-    Some(now.as_secs() as i64 - up.ceil() as i64 - 1)
+    Some(now.as_secs() as i64 - up.as_secs_f64().ceil() as i64 - 1)
 }
 
 /// The initrd must not mount the volume under a filesystem that the OS mounts later: the
@@ -510,10 +499,10 @@ mod tests {
 
     #[test]
     fn an_adopted_failure_warns_and_says_why_a_pass_stays() {
-        let f = advisory(Finding::fail(Id::VolumeDevice, "LABEL=x was not found"));
+        let f = Finding::fail(Id::VolumeDevice, "LABEL=x was not found").only_warns(ADOPTED);
         assert_eq!(f.status, Status::Warn);
         assert!(f.evidence[0].contains("not holding containerd"), "{f:?}");
-        let p = advisory(Finding::pass(Id::VolumeMounted, "mounted"));
+        let p = Finding::pass(Id::VolumeMounted, "mounted").only_warns(ADOPTED);
         assert_eq!((p.status, p.evidence.len()), (Status::Pass, 0));
     }
 

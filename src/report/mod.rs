@@ -75,6 +75,15 @@ impl Finding {
         self.remedy = text.into();
         self
     }
+    /// A failure the guard must not hold anything for: a warning, with `why` as evidence.
+    /// Any other status is kept as it is.
+    pub fn only_warns(mut self, why: &str) -> Finding {
+        if self.status == Status::Fail {
+            self.status = Status::Warn;
+            self.evidence.push(why.to_string());
+        }
+        self
+    }
 
     /// The finding as every renderer shows it: summary, evidence and remedy through
     /// [`escape`] (evidence quotes workload-controlled text).

@@ -154,12 +154,7 @@ fn root_dirs(host: &Host, pid: i32) -> Vec<PathBuf> {
 }
 
 fn uptime_ticks(host: &Host) -> u64 {
-    let text = std::fs::read_to_string(host.proc("uptime")).unwrap_or_default();
-    let secs: f64 = text
-        .split_whitespace()
-        .next()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0.0);
+    let secs = proc::uptime(host).map_or(0.0, |u| u.as_secs_f64());
     (secs * proc::ticks_per_second() as f64) as u64
 }
 

@@ -6,7 +6,7 @@ use crate::config::units::human_size;
 use crate::config::VolumeSettings;
 use crate::host::blockdev::Lookup;
 use crate::host::mountinfo::{DevNum, MountEntry, MountTable};
-use crate::report::{Finding, Id, Status};
+use crate::report::{Finding, Id};
 
 /// Where the checks run: before containerd (a live containerd is a fault) or by hand on a
 /// running node (a live containerd is normal; phase 2's stale check covers it).
@@ -48,7 +48,7 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
     out.push(writable(facts, m, &path));
     let space = space(settings, facts, m).into_iter();
     match phase {
-        Phase::LaterStart => out.extend(space.map(only_warns)),
+        Phase::LaterStart => out.extend(space.map(|f| f.only_warns(LATER_START))),
         _ => out.extend(space),
     }
     out.extend(hidden(facts, &path));
@@ -229,18 +229,9 @@ fn space(settings: &VolumeSettings, facts: &VolumeFacts, m: &MountEntry) -> Vec<
     }
 }
 
-/// A space finding on a later start: said, never holding containerd.
-fn only_warns(mut f: Finding) -> Finding {
-    if f.status == Status::Fail {
-        f.status = Status::Warn;
-        f.evidence.push(
-            "a later start of containerd in this boot only warns: the volume filled while \
-             the node ran (the first start of a boot holds containerd for it)"
-                .into(),
-        );
-    }
-    f
-}
+/// Why a space finding on a later start only warns.
+const LATER_START: &str = "a later start of containerd in this boot only warns: the volume \
+    filled while the node ran (the first start of a boot holds containerd for it)";
 
 /// 8. Traces of an earlier bad boot under the mount point.
 fn hidden(facts: &VolumeFacts, path: &str) -> Option<Finding> {
