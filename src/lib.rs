@@ -36,3 +36,4 @@ pub mod phases;
 pub mod remedies;
 pub mod report;
 pub mod state;
+pub mod timing;

@@ -281,14 +281,21 @@ pub(crate) fn finish(ctx: &Context, mut report: Report) -> Exit {
 /// Logs go to stderr without timestamps or colour: journald adds its own. `level` 0 is
 /// errors only (NPD mode), 1 the default, 2 and more `-v`, `-vv`.
 fn init_logging(level: u8) {
+    use tracing_subscriber::fmt::format::FmtSpan;
     let level = match level {
         0 => tracing::Level::ERROR,
         1 => tracing::Level::INFO,
         2 => tracing::Level::DEBUG,
         _ => tracing::Level::TRACE,
     };
+    // -v: every span's time as it closes (crate::timing)
+    let spans = match level {
+        tracing::Level::DEBUG | tracing::Level::TRACE => FmtSpan::CLOSE,
+        _ => FmtSpan::NONE,
+    };
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
+        .with_span_events(spans)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .without_time()

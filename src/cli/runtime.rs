@@ -23,6 +23,16 @@ pub fn run(ctx: &Context, force: bool) -> Exit {
 
 pub(crate) fn finish(ctx: &Context, report: Report, end: End) -> Exit {
     let exit = super::finish(ctx, report);
+    let answered = crate::timing::cri_answered().filter(|_| ctx.command == "runtime");
+    if let Some(at) = answered {
+        // for the boot-cost figures: the gate's own cost counts from here (vm-tests)
+        let after = at.saturating_sub(crate::timing::monotonic() - ctx.started.elapsed());
+        tracing::info!(
+            "containerd's CRI first answered at CLOCK_MONOTONIC {} us, {} ms after the guard started",
+            at.as_micros(),
+            after.as_millis()
+        );
+    }
     match end {
         End::Terminal => {
             eprintln!(

@@ -161,6 +161,7 @@ async fn cri(conn: &Conn) -> (Result<String, String>, Result<Vec<Condition>, Str
     let status = conn
         .call("CRI Status", c.status(conn.request(req, Some(K8S_NS))))
         .await
+        .inspect(|_| crate::timing::mark_cri_answered())
         .map(|s| s.status.map(|st| st.conditions).unwrap_or_default())
         .map(|conditions| conditions.into_iter().map(condition).collect())
         .map_err(String::from);
