@@ -16,7 +16,7 @@
 # shellcheck disable=SC2034 # used by scripts/test, which sources this file
 TEST_PACKAGES=(containerd runc e2fsprogs xfsprogs btrfs-progs fdisk util-linux
     docker-registry protobuf-compiler time gcc libc6-dev shellcheck
-    prometheus-node-exporter prometheus)
+    prometheus-node-exporter prometheus strace)
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -1,18 +1,35 @@
-//! One look at what runs, shared by the hygiene families (`leaked_tasks`, `orphans`):
-//! containerd's tasks in CRI's namespace, CRI's containers and sandboxes, and which task
-//! PIDs still exist. Only CRI's namespace (`k8s.io`): tasks elsewhere are not kubelet's.
+//! One look at what runs, shared by the hygiene families (`leaked_tasks`, `orphans`): CRI's
+//! containers and sandboxes, the processes in kubelet container cgroups (one pass over
+//! `/proc`), and containerd's task of exactly the containers CRI does not vouch for. Only
+//! CRI's namespace (`k8s.io`): tasks elsewhere are not kubelet's.
+//!
+//! What a look costs does not grow with healthy pods: a container CRI reports `RUNNING`
+//! (a sandbox `READY`) is taken as having its live task, on CRI's word, and containerd is
+//! not asked about it. containerd is asked (`Tasks.Get`, one shim each) only about a
+//! container CRI reports otherwise (`EXITED`, `CREATED`, `UNKNOWN`, a sandbox
+//! `NOTREADY`), one CRI never made (no CRI label: `ctr`, nerdctl), and one whose cgroup
+//! holds a process while CRI does not vouch for it (kubelet removed it). Never
+//! `Tasks.List`: containerd asks every shim for its state, one after another.
+//!
+//! CRI's word lags a shim's death by about 1.5 s (it learns from containerd's exit event);
+//! a payload orphaned in that window is found by the next look.
 
 use crate::containerd::client::{Conn, K8S_NS};
-use crate::containerd::cri::{self, CriContainer, CriSandbox, PodRef};
+use crate::containerd::cri::{self, CriContainer, CriSandbox, CriState, PodRef};
 use crate::containerd::tasks::{self, TaskInfo};
+use crate::host::pod_scan::{self, InPod};
 use crate::host::Host;
 use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Workloads {
+    /// containerd's tasks of the containers it was asked about (see the module doc): the
+    /// tasks of containers CRI vouches for are not here.
     pub tasks: Vec<TaskInfo>,
     pub containers: Vec<CriContainer>,
     pub sandboxes: Vec<CriSandbox>,
+    /// The processes in kubelet container cgroups now.
+    pub in_pods: Vec<InPod>,
     /// Task PIDs that exist in `/proc` now (a reused PID counts as alive: never acted on).
     pub alive: BTreeSet<u32>,
     /// When this look was taken (Unix seconds), for "exited N s ago".
@@ -29,22 +46,66 @@ impl Workloads {
         self.sandboxes.iter().find(|s| s.id == id).map(|s| &s.pod)
     }
 
-    /// Container ids whose task is alive by containerd's account: a process a cleanup
-    /// must never touch.
+    /// Container ids whose task is alive: by containerd's account where it was asked, by
+    /// CRI's (`RUNNING`, `READY`) where it was not. A process a cleanup must never touch.
     pub fn live_task_ids(&self) -> BTreeSet<&str> {
         use crate::containerd::tasks::TaskStatus::*;
-        self.tasks
+        let asked = self
+            .tasks
             .iter()
             .filter(|t| matches!(t.status, Created | Running | Paused | Pausing))
-            .map(|t| t.id.as_str())
+            .map(|t| t.id.as_str());
+        vouched_for(&self.containers, &self.sandboxes)
+            .into_iter()
+            .chain(asked)
             .collect()
     }
 }
 
+/// The ids CRI reports running (containers) or ready (sandboxes).
+fn vouched_for<'a>(
+    containers: &'a [CriContainer],
+    sandboxes: &'a [CriSandbox],
+) -> BTreeSet<&'a str> {
+    let running = containers
+        .iter()
+        .filter(|c| c.state == CriState::Running)
+        .map(|c| c.id.as_str());
+    let ready = sandboxes.iter().filter(|s| s.ready).map(|s| s.id.as_str());
+    running.chain(ready).collect()
+}
+
+/// The containers whose task containerd is asked about: every one CRI does not vouch for
+/// and that could matter (see the module doc).
+pub fn to_ask(
+    containers: &[CriContainer],
+    sandboxes: &[CriSandbox],
+    made_by_others: &[String],
+    in_pods: &[InPod],
+) -> Vec<String> {
+    let vouched = vouched_for(containers, sandboxes);
+    let known = containers.iter().map(|c| c.id.as_str());
+    let known = known.chain(sandboxes.iter().map(|s| s.id.as_str()));
+    let in_cgroups = in_pods.iter().map(|p| p.cgroup.container_id.as_str());
+    let others = made_by_others.iter().map(String::as_str);
+    let ids: BTreeSet<&str> = known
+        .chain(in_cgroups)
+        .filter(|id| !vouched.contains(id))
+        .chain(others)
+        .collect();
+    ids.into_iter().map(String::from).collect()
+}
+
 pub async fn gather(host: &Host, conn: &Conn) -> Result<Workloads, String> {
-    let tasks = tasks::list(conn, K8S_NS).await?;
-    let containers = cri::containers(conn).await?;
-    let sandboxes = cri::sandboxes(conn).await?;
+    let (containers, sandboxes, others) = tokio::join!(
+        cri::containers(conn),
+        cri::sandboxes(conn),
+        tasks::made_by_others(conn, K8S_NS)
+    );
+    let (containers, sandboxes, others) = (containers?, sandboxes?, others?);
+    let in_pods = tracing::debug_span!("pod scan").in_scope(|| pod_scan::scan(host));
+    let ask = to_ask(&containers, &sandboxes, &others, &in_pods);
+    let tasks = tasks::get_each(conn, K8S_NS, &ask).await?;
     let alive = tasks
         .iter()
         .map(|t| t.pid)
@@ -54,7 +115,111 @@ pub async fn gather(host: &Host, conn: &Conn) -> Result<Workloads, String> {
         tasks,
         containers,
         sandboxes,
+        in_pods,
         alive,
         unix: crate::state::unix_now() as i64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::cgroup::ContainerCgroup;
+
+    fn container(id: &str, state: CriState) -> CriContainer {
+        CriContainer {
+            id: id.into(),
+            name: id.into(),
+            sandbox_id: "sb".into(),
+            state,
+            pod: PodRef::default(),
+        }
+    }
+
+    fn sandbox(id: &str, ready: bool) -> CriSandbox {
+        CriSandbox {
+            id: id.into(),
+            ready,
+            pod: PodRef::default(),
+        }
+    }
+
+    fn in_pod(pid: i32, id: &str) -> InPod {
+        InPod {
+            pid,
+            cgroup: ContainerCgroup {
+                path: format!("/kubepods/podu/{id}"),
+                container_id: id.into(),
+                pod_uid: "u".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_healthy_node_asks_containerd_about_no_task_whatever_its_size() {
+        for pods in [0, 1, 250] {
+            let ids: Vec<String> = (0..pods).map(|i| format!("c{i}")).collect();
+            let containers: Vec<_> = ids
+                .iter()
+                .map(|i| container(i, CriState::Running))
+                .collect();
+            let sandboxes: Vec<_> = ids
+                .iter()
+                .map(|i| sandbox(&format!("s{i}"), true))
+                .collect();
+            let procs: Vec<_> = ids
+                .iter()
+                .enumerate()
+                .map(|(n, i)| in_pod(n as i32, i))
+                .collect();
+            assert_eq!(
+                to_ask(&containers, &sandboxes, &[], &procs),
+                Vec::<String>::new()
+            );
+        }
+    }
+
+    #[test]
+    fn containerd_is_asked_about_what_cri_does_not_vouch_for() {
+        let containers = [
+            container("run", CriState::Running),
+            container("exited", CriState::Exited),
+            container("created", CriState::Created),
+            container("unknown", CriState::Unknown),
+        ];
+        let sandboxes = [sandbox("ready", true), sandbox("notready", false)];
+        let procs = [in_pod(1, "run"), in_pod(2, "removed"), in_pod(3, "exited")];
+        let others = ["ctr-made".to_string()];
+        assert_eq!(
+            to_ask(&containers, &sandboxes, &others, &procs),
+            ["created", "ctr-made", "exited", "notready", "removed", "unknown"]
+        );
+    }
+
+    #[test]
+    fn live_means_cri_vouches_or_containerd_says_so() {
+        use crate::containerd::tasks::TaskStatus;
+        let task = |id: &str, status| TaskInfo {
+            id: id.into(),
+            pid: 7,
+            status,
+            exited_unix: None,
+        };
+        let w = Workloads {
+            containers: vec![
+                container("run", CriState::Running),
+                container("ex", CriState::Exited),
+            ],
+            sandboxes: vec![sandbox("ready", true), sandbox("nr", false)],
+            tasks: vec![
+                task("ex", TaskStatus::Stopped),
+                task("nr", TaskStatus::Running),
+            ],
+            ..Workloads::default()
+        };
+        assert_eq!(
+            w.live_task_ids().into_iter().collect::<Vec<_>>(),
+            ["nr", "ready", "run"]
+        );
+    }
 }

@@ -192,7 +192,9 @@ pub fn main() -> i32 {
     // NPD reads one line on stdout; the guard's own log stays out of its way.
     init_logging(if npd { 0 } else { cli.verbose + 1 });
     let host = Host::at(&cli.root).with_sysroot(&cli.sysroot);
-    let loaded = match crate::config::load(&host, cli.config.as_deref()) {
+    let loaded = tracing::debug_span!("config")
+        .in_scope(|| crate::config::load(&host, cli.config.as_deref()));
+    let loaded = match loaded {
         Ok(loaded) => loaded,
         Err(e) if npd => return verify::npd_unknown(&format!("configuration error: {e}")),
         Err(e) => return config_error(&e),
@@ -262,11 +264,15 @@ pub(crate) fn config_error(e: &ConfigError) -> i32 {
 pub(crate) fn finish(ctx: &Context, mut report: Report) -> Exit {
     let verdict = report.verdict();
     if !ctx.npd {
-        if let Err(warning) = crate::phases::publish_metrics(ctx, &report) {
+        let metrics = tracing::debug_span!("metrics")
+            .in_scope(|| crate::phases::publish_metrics(ctx, &report));
+        if let Err(warning) = metrics {
             report.findings.push(warning);
         }
-        crate::journal::record(&report, &format!("guard {}", ctx.command));
+        tracing::debug_span!("journal")
+            .in_scope(|| crate::journal::record(&report, &format!("guard {}", ctx.command)));
     }
+    let _span = tracing::debug_span!("output").entered();
     if ctx.json {
         println!("{}", report.to_json());
     } else {
@@ -288,19 +294,20 @@ fn init_logging(level: u8) {
         2 => tracing::Level::DEBUG,
         _ => tracing::Level::TRACE,
     };
-    // -v: every span's time as it closes (crate::timing)
-    let spans = match level {
-        tracing::Level::DEBUG | tracing::Level::TRACE => FmtSpan::CLOSE,
-        _ => FmtSpan::NONE,
-    };
-    let _ = tracing_subscriber::fmt()
+    let log = tracing_subscriber::fmt()
         .with_max_level(level)
-        .with_span_events(spans)
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = match level {
+        // -v: every span's time as it closes (crate::timing), lines stamped with the time
+        // since the guard started (span timings need a timer)
+        tracing::Level::DEBUG | tracing::Level::TRACE => log
+            .with_span_events(FmtSpan::CLOSE)
+            .with_timer(tracing_subscriber::fmt::time::Uptime::default())
+            .try_init(),
+        _ => log.without_time().try_init(),
+    };
 }
 
 #[cfg(test)]

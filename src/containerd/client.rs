@@ -39,6 +39,15 @@ pub enum RpcErrorKind {
 }
 
 impl RpcError {
+    /// The guard's own side of a call failed (not containerd's answer).
+    pub fn internal(call: &str, why: &str) -> RpcError {
+        let kind = RpcErrorKind::Status {
+            code: tonic::Code::Internal,
+            message: why.to_string(),
+        };
+        RpcError::new(call, kind)
+    }
+
     fn new(call: &str, kind: RpcErrorKind) -> RpcError {
         RpcError {
             call: call.to_string(),
@@ -107,7 +116,9 @@ impl Conn {
     where
         F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        bounded(what, self.timeout, fut).await
+        use tracing::Instrument;
+        let span = tracing::debug_span!("grpc", call = what);
+        bounded(what, self.timeout, fut).instrument(span).await
     }
 }
 

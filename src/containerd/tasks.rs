@@ -100,25 +100,76 @@ pub struct TaskInfo {
     pub exited_unix: Option<i64>,
 }
 
-/// Every task in namespace `ns`.
-pub async fn list(conn: &Conn, ns: &str) -> Result<Vec<TaskInfo>, RpcError> {
+/// The task of container `id` in `ns`; `None` when it has none. One `Tasks.Get`, which
+/// asks only that task's shim: never `Tasks.List`, which asks every shim in turn (its
+/// cost grows with the pods on the node).
+pub async fn get(conn: &Conn, ns: &str, id: &str) -> Result<Option<TaskInfo>, RpcError> {
+    use containerd_client::services::v1::GetRequest;
     let mut tasks = TasksClient::new(conn.channel.clone());
-    let req = ListTasksRequest {
-        filter: String::new(),
+    let req = GetRequest {
+        container_id: id.to_string(),
+        exec_id: String::new(),
     };
-    let list = conn
-        .call("Tasks.List", tasks.list(conn.request(req, Some(ns))))
-        .await?;
-    Ok(list
-        .tasks
-        .into_iter()
-        .map(|t| TaskInfo {
-            id: t.id,
+    match conn
+        .call("Tasks.Get", tasks.get(conn.request(req, Some(ns))))
+        .await
+    {
+        Ok(r) => Ok(r.process.map(|t| TaskInfo {
+            id: id.to_string(),
             pid: t.pid,
             status: TaskStatus::from_proto(t.status),
             exited_unix: t.exited_at.map(|ts| ts.seconds).filter(|s| *s > 0),
-        })
-        .collect())
+        })),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// At most this many `Tasks.Get` calls are in flight at once (one HTTP/2 connection).
+const GETS_IN_FLIGHT: usize = 16;
+
+/// The tasks of the containers `ids` in `ns` (those that have one), asked concurrently.
+pub async fn get_each(conn: &Conn, ns: &str, ids: &[String]) -> Result<Vec<TaskInfo>, RpcError> {
+    let mut found = Vec::new();
+    for batch in ids.chunks(GETS_IN_FLIGHT) {
+        let mut calls = tokio::task::JoinSet::new();
+        for id in batch {
+            let (conn, ns, id) = (conn.clone(), ns.to_string(), id.clone());
+            calls.spawn(async move { get(&conn, &ns, &id).await });
+        }
+        while let Some(done) = calls.join_next().await {
+            // (the guard aborts on a panic and never cancels a call: a JoinError is neither)
+            let got = done.map_err(|e| RpcError::internal("Tasks.Get", &e.to_string()))?;
+            found.extend(got?);
+        }
+    }
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(found)
+}
+
+/// The label CRI puts on every container it makes in its namespace (`sandbox` or
+/// `container`).
+const CRI_KIND_LABEL: &str = "io.cri-containerd.kind";
+
+/// The containers in `ns` that CRI did not make (no [`CRI_KIND_LABEL`]: `ctr`, nerdctl,
+/// another client), by id. containerd filters them from its own database; no shim is asked.
+pub async fn made_by_others(conn: &Conn, ns: &str) -> Result<Vec<String>, RpcError> {
+    use containerd_client::services::v1::containers_client::ContainersClient;
+    use containerd_client::services::v1::ListContainersRequest;
+    let mut containers = ContainersClient::new(conn.channel.clone());
+    // `!=` also matches a label that is absent; both conditions in one filter: AND
+    let filter =
+        format!("labels.\"{CRI_KIND_LABEL}\"!=sandbox,labels.\"{CRI_KIND_LABEL}\"!=container");
+    let req = ListContainersRequest {
+        filters: vec![filter],
+    };
+    let list = conn
+        .call(
+            "Containers.List",
+            containers.list(conn.request(req, Some(ns))),
+        )
+        .await?;
+    Ok(list.containers.into_iter().map(|c| c.id).collect())
 }
 
 /// `Tasks.Delete` of the task of container `id` in `ns`: removes a task whose process has

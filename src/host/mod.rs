@@ -9,7 +9,9 @@ pub mod blockdev;
 pub mod cgroup;
 pub mod fstab;
 pub mod mountinfo;
+pub mod pod_scan;
 pub mod proc;
+pub mod proc_files;
 pub mod superblock;
 
 use std::path::{Component, Path, PathBuf};

@@ -139,9 +139,10 @@ pub struct Containerds {
 /// ([`crate::containerd::config::effective`]).
 pub fn processes_for_root(host: &Host, root: &Path) -> Containerds {
     let mut seen = Containerds::default();
+    let mut comms = super::proc_files::ProcFiles::new(host, "comm", COMM_CAP);
     for pid in pids(host) {
-        match read_proc_file(host, pid, "comm", COMM_CAP) {
-            Ok(comm) if comm.trim_end_matches('\n') == "containerd" => {}
+        match comms.read(host, pid) {
+            Some(comm) if comm.trim_end_matches('\n') == "containerd" => {}
             _ => continue,
         }
         match judge_containerd(host, pid, root) {

@@ -7,10 +7,17 @@ use crate::cli::Context;
 use crate::containerd::config::ContainerdConfig;
 use crate::report::Report;
 
+/// containerd runs during verify: no search for it (its check is skipped there).
+const VERIFY_LOOK: facts::Look = facts::Look {
+    under: true,
+    for_containerd: false,
+};
+
 pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, End), String> {
     let settings = &ctx.loaded.settings;
     let socket = crate::containerd::config::socket(settings, cd);
-    let volume = facts::gather(&ctx.host, settings, &cd.root, &socket, true);
+    let volume = tracing::debug_span!("volume facts")
+        .in_scope(|| facts::gather(&ctx.host, settings, &cd.root, &socket, VERIFY_LOOK));
     let mut report = Report::new(rules::evaluate(
         &settings.volume,
         &volume,

@@ -202,7 +202,13 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
     let run = who_runs(seen, pre_start);
     let plan = run.plan(settings.volume.wait, settings.volume.mount);
     announce(run, ran.as_deref());
-    let look = |look_under| facts::gather(&ctx.host, settings, &cd.root, &socket, look_under);
+    let look = |under| {
+        let look = facts::Look {
+            under,
+            for_containerd: true,
+        };
+        facts::gather(&ctx.host, settings, &cd.root, &socket, look)
+    };
     let mut facts = wait_for_volume(ctx, plan, &|| look(plan.look_under));
     if run == Run::HandRunOnALiveNode {
         let judged = Report::new(evaluate(&settings.volume, &facts, plan.phase));

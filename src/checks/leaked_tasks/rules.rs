@@ -156,9 +156,12 @@ pub fn evaluate(f: Option<&LeakedTaskFacts>, blocking: bool) -> (Finding, Vec<Le
     let strangers = strangers(&f.first);
     let finding = match (leaks.is_empty(), strangers.is_empty()) {
         (true, true) => {
-            let n = f.first.tasks.len();
+            let n = f.first.containers.len() + f.first.sandboxes.len();
             return (
-                Finding::pass(ID, format!("no leaked task among {n} task(s) in k8s.io")),
+                Finding::pass(
+                    ID,
+                    format!("no leaked task among {n} CRI container(s) and sandbox(es) in k8s.io"),
+                ),
                 Vec::new(),
             );
         }

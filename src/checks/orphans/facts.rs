@@ -71,9 +71,8 @@ pub enum Runtime {
 }
 
 /// The processes in kubelet container cgroups whose container has no live task, with
-/// their shim ancestry. One read of `/proc/PID/cgroup` per process; the rest only for
-/// processes that could be orphans (a healthy node with 100 pods reads ~300 files, not
-/// ~1800).
+/// their shim ancestry. The workloads' pass over `/proc` found the processes in pod
+/// cgroups; only those that could be orphans are read further (on a healthy node: none).
 pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
     let uptime_ticks = uptime_ticks(host);
     let tps = proc::ticks_per_second();
@@ -84,15 +83,9 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
         .collect();
     let mut cache: BTreeMap<i32, Option<ProcInfo>> = BTreeMap::new();
     let mut processes = Vec::new();
-    let mut in_pod_cgroups = 0;
-    for pid in proc::pids(host) {
-        let Ok(text) = std::fs::read_to_string(host.proc(format!("{pid}/cgroup"))) else {
-            continue;
-        };
-        let Some(cgroup) = container_cgroup_of(&text) else {
-            continue;
-        };
-        in_pod_cgroups += 1;
+    let in_pod_cgroups = workloads.in_pods.len();
+    for p in &workloads.in_pods {
+        let (pid, cgroup) = (p.pid, p.cgroup.clone());
         if live.contains(&cgroup.container_id) {
             continue; // managed: its container's task is alive
         }

@@ -7,6 +7,7 @@ use crate::containerd::client::peer_pid;
 use crate::host::mountinfo::MountTable;
 use crate::host::proc::{read_bounded, Links};
 use crate::host::Host;
+use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -187,34 +188,88 @@ fn file_id(p: &Path) -> Result<FileId, String> {
 /// `/proc/PID/fdinfo/N`: a few lines (an inotify or epoll fd lists more).
 const FDINFO_CAP: u64 = 64 << 10;
 
+/// The database a file path (as the kernel shows an fd's or a mapping's file) is, by its
+/// path relative to containerd's root: the last two components name it, wherever its
+/// filesystem now is; else it is one of the databases reached through a symlink inside
+/// the root (`resolved`).
+fn db_named(shown: &str, resolved: &[(PathBuf, String)]) -> Option<PathBuf> {
+    let clean = shown.trim_end_matches(" (deleted)");
+    let parts: Vec<&str> = clean.rsplitn(3, '/').collect();
+    let named = match parts.as_slice() {
+        [file, dir, ..] => Some(PathBuf::from(dir).join(file)),
+        _ => None,
+    };
+    match named.filter(|rel| is_metadata_db(rel)) {
+        Some(rel) => Some(rel),
+        None => resolved
+            .iter()
+            .find(|(_, real)| real == clean)
+            .map(|(rel, _)| rel.clone()),
+    }
+}
+
+/// containerd's memory map: a few hundred lines, whatever its number of fds.
+const MAPS_CAP: u64 = 4 << 20;
+
+/// The databases containerd has mapped, as the kernel shows their files (bolt maps every
+/// database it opens, for as long as it has it open). `None` when `maps` cannot be read.
+fn mapped_dbs(proc: &Path, resolved: &[(PathBuf, String)]) -> Option<BTreeSet<String>> {
+    let maps = read_bounded(&proc.join("maps"), MAPS_CAP, Links::Refuse).ok()?;
+    let maps = String::from_utf8_lossy(&maps);
+    let files = maps.lines().filter_map(mapped_file);
+    Some(
+        files
+            .filter(|f| db_named(f, resolved).is_some())
+            .map(String::from)
+            .collect(),
+    )
+}
+
+/// The file of one `maps` line (`addr perms offset dev inode path`), if it has one.
+fn mapped_file(line: &str) -> Option<&str> {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start().split_once(' ')?.1;
+    }
+    Some(rest.trim_start()).filter(|f| f.starts_with('/'))
+}
+
+/// containerd's fd numbers, lowest first: its databases are among the first it opens.
+fn fd_numbers(fd_dir: &Path) -> Result<Vec<u32>, String> {
+    let entries = std::fs::read_dir(fd_dir).map_err(|e| format!("{}: {e}", fd_dir.display()))?;
+    let mut fds: Vec<u32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect();
+    fds.sort_unstable();
+    Ok(fds)
+}
+
+/// Every fd of containerd's that is one of its metadata databases. The walk goes through
+/// the fds lowest first and stops once it has found every database containerd has mapped
+/// ([`mapped_dbs`]): a containerd with 100 pods holds about 1,200 fds, its databases are
+/// among the first dozen. Without a readable `maps` every fd is looked at.
 fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
     let fd_dir = proc.join("fd");
-    let entries = std::fs::read_dir(&fd_dir).map_err(|e| format!("{}: {e}", fd_dir.display()))?;
+    let fds = fd_numbers(&fd_dir)?;
     let resolved = known_dbs_resolved(proc, root);
+    let mut unfound = mapped_dbs(proc, &resolved);
     let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(fd) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(link) = std::fs::read_link(entry.path()) else {
+    for fd in fds {
+        if unfound.as_ref().is_some_and(BTreeSet::is_empty) {
+            break;
+        }
+        let path = fd_dir.join(fd.to_string());
+        let Ok(link) = std::fs::read_link(&path) else {
             continue;
         };
         let link = link.to_string_lossy().into_owned();
-        let clean = link.trim_end_matches(" (deleted)");
-        // The last two components name the database, wherever the fd's filesystem now is;
-        // else the fd is one of the databases reached through a symlink inside the root.
-        let parts: Vec<&str> = clean.rsplitn(3, '/').collect();
-        let named = match parts.as_slice() {
-            [file, dir, ..] => Some(PathBuf::from(dir).join(file)),
-            _ => None,
+        let Some(rel) = db_named(&link, &resolved) else {
+            continue;
         };
-        let rel = match named.filter(|rel| is_metadata_db(rel)) {
-            Some(rel) => rel,
-            None => match resolved.iter().find(|(_, real)| real == clean) {
-                Some((rel, _)) => rel.clone(),
-                None => continue,
-            },
-        };
+        if let Some(unfound) = unfound.as_mut() {
+            unfound.remove(&link);
+        }
         let expected = root.join(&rel);
         // Resolve the path in containerd's mount namespace, not the guard's.
         let in_ns = in_namespace(proc, &expected);
@@ -230,7 +285,7 @@ fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
         out.push(OpenDb {
             fd,
             link,
-            open: file_id(&entry.path()),
+            open: file_id(&path),
             now: file_id(&in_ns),
             mnt_id,
             resolved: resolved_in_namespace(proc, &expected),
@@ -239,4 +294,44 @@ fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
     }
     out.sort_by_key(|d| d.fd);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_maps_line_names_its_file_spaces_and_deleted_included() {
+        let line = "7f3a00000000-7f3a00400000 r--s 00000000 fe:01 1234                       /var/lib/my containerd/io.containerd.metadata.v1.bolt/meta.db (deleted)";
+        assert_eq!(
+            mapped_file(line),
+            Some("/var/lib/my containerd/io.containerd.metadata.v1.bolt/meta.db (deleted)")
+        );
+        assert_eq!(
+            mapped_file("7ffd1000-7ffd2000 rw-p 00000000 00:00 0    [stack]"),
+            None
+        );
+        assert_eq!(mapped_file("7ffd1000-7ffd2000 rw-p 00000000 00:00 0"), None);
+        assert_eq!(mapped_file(""), None);
+    }
+
+    #[test]
+    fn the_fd_walk_and_the_maps_name_the_same_databases() {
+        let resolved = vec![(
+            PathBuf::from("io.containerd.snapshotter.v1.overlayfs/metadata.db"),
+            "/srv/snap/metadata.db".to_string(),
+        )];
+        let db = |s| db_named(s, &resolved);
+        assert_eq!(
+            db("/x/io.containerd.metadata.v1.bolt/meta.db (deleted)"),
+            Some(PathBuf::from("io.containerd.metadata.v1.bolt/meta.db"))
+        );
+        assert_eq!(
+            db("/srv/snap/metadata.db"),
+            Some(PathBuf::from(
+                "io.containerd.snapshotter.v1.overlayfs/metadata.db"
+            ))
+        );
+        assert_eq!(db("/x/io.containerd.content.v1.content/ingest/x"), None);
+    }
 }

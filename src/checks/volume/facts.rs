@@ -79,15 +79,24 @@ impl VolumeFacts {
 /// Bound on the hidden-data walk: it is evidence, not an inventory.
 const HIDDEN_WALK_LIMIT: u64 = 200_000;
 
+/// What a gather looks at beyond the mount itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Look {
+    /// Walk the root filesystem's copy hidden under the mount point (evidence only, up to
+    /// [`HIDDEN_WALK_LIMIT`] entries; the quick check before a later start skips it).
+    pub under: bool,
+    /// Look for a containerd already running for this root ([`seen`]: every process's
+    /// name). `guard verify` does not: containerd runs then, and that check is skipped.
+    pub for_containerd: bool,
+}
+
 /// `root` is containerd's root as its config names it, inside the OS being checked.
-/// `look_under`: walk the root filesystem's copy hidden under the mount point (evidence
-/// only, up to [`HIDDEN_WALK_LIMIT`] entries; the quick check before a later start skips it).
 pub fn gather(
     host: &Host,
     settings: &Settings,
     root: &Path,
     socket: &Path,
-    look_under: bool,
+    look: Look,
 ) -> VolumeFacts {
     let path = host.in_namespace(root);
     let path = path.as_path();
@@ -107,7 +116,8 @@ pub fn gather(
         (
             Some(statvfs(&on_disk)),
             Some(write_probe(&on_disk)),
-            look_under.then(|| hidden_under(host, mounts.as_ref().ok(), path)),
+            look.under
+                .then(|| hidden_under(host, mounts.as_ref().ok(), path)),
         )
     } else {
         (None, None, None)
@@ -119,7 +129,10 @@ pub fn gather(
         stats,
         write_probe,
         hidden,
-        containerd: seen(host, root, socket),
+        containerd: match look.for_containerd {
+            true => seen(host, root, socket),
+            false => ContainerdSeen::not_looked(socket),
+        },
         mounts,
     }
 }
@@ -252,6 +265,18 @@ fn listener(socket: &Path) -> Listener {
         Ok(_) => Listener::Accepts,
         Err(ConnectError::Busy { .. }) => Listener::DoesNotAccept,
         Err(ConnectError::Failed { .. }) => Listener::Absent,
+    }
+}
+
+impl ContainerdSeen {
+    /// Nothing looked for (`guard verify`).
+    fn not_looked(socket: &Path) -> ContainerdSeen {
+        ContainerdSeen {
+            listener: Listener::Absent,
+            socket: socket.to_path_buf(),
+            processes: Vec::new(),
+            not_counted: Vec::new(),
+        }
     }
 }
 

@@ -203,17 +203,23 @@ impl World for Node<'_> {
     }
 
     async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation {
+        use tracing::Instrument;
         let started = Instant::now();
         let socket = self.socket();
         let display = self.target.socket.display().to_string();
         let waited =
             || format_duration(Duration::from_millis(started.elapsed().as_millis() as u64));
         let kill_mode = match scope {
-            Scope::Full => kill_mode::gather(self.host),
+            Scope::Full => {
+                tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
+            }
             Scope::Hygiene => KillModeFacts::NotSystemd,
         };
         self.conn = None;
-        let (conn, version) = match client::connect_answering(&socket, wait, CALL_TIMEOUT).await {
+        let connected = client::connect_answering(&socket, wait, CALL_TIMEOUT)
+            .instrument(tracing::debug_span!("connect"))
+            .await;
+        let (conn, version) = match connected {
             Ok(ok) => ok,
             Err(e) => {
                 let runtime = RuntimeFacts {
@@ -232,8 +238,10 @@ impl World for Node<'_> {
                 };
             }
         };
-        let stale =
-            (scope == Scope::Full).then(|| stale::gather(self.host, &socket, &self.target.root));
+        let stale = (scope == Scope::Full).then(|| {
+            tracing::debug_span!("stale facts")
+                .in_scope(|| stale::gather(self.host, &socket, &self.target.root))
+        });
         // The families ask containerd concurrently (one HTTP/2 channel): a look costs the
         // slowest family's round trips, not the sum of all of them.
         let image = async {
@@ -243,9 +251,10 @@ impl World for Node<'_> {
             }
         };
         let (image, answering, (leaked_tasks, orphans)) = tokio::join!(
-            image,
-            runtime::gather(&conn, version),
+            image.instrument(tracing::debug_span!("sandbox_image facts")),
+            runtime::gather(&conn, version).instrument(tracing::debug_span!("runtime facts")),
             self.hygiene_looks(&conn)
+                .instrument(tracing::debug_span!("hygiene looks"))
         );
         self.conn = Some(conn);
         Observation {
@@ -373,8 +382,10 @@ impl Node<'_> {
         let Ok(first) = workloads::gather(self.host, conn).await else {
             return (None, None);
         };
+        let first_look = tracing::debug_span!("orphan look")
+            .in_scope(|| orphans::look(self.host, first.clone()));
         let mut orphans = OrphanFacts {
-            first: orphans::look(self.host, first.clone()),
+            first: first_look,
             second: None,
             reap: self.settings.orphans.reap,
             runtimes: Default::default(),

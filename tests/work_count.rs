@@ -1,0 +1,148 @@
+//! What `guard verify` costs on a healthy node does not grow with its pods: counted, not
+//! timed, so it cannot flake (docs/performance.md has the times). With more pods it makes
+//! the same gRPC calls (by name, from the `-v` span lines), never `Tasks.List` (containerd
+//! asks every shim in turn), and opens at most one `/proc/PID` file of each process but
+//! containerd's (`strace`). A family that adds a per-pod round trip or a second read of
+//! every process fails here. Root only; a real containerd with CRI, runc and kubelet's
+//! cgroupfs layout.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use support::workload::*;
+use support::*;
+
+const TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc", "strace"];
+const WAIT: Duration = Duration::from_secs(30);
+
+/// What one `guard -v verify` did.
+#[derive(Debug)]
+struct Work {
+    /// gRPC calls by name, with how many times each was made.
+    calls: BTreeMap<String, usize>,
+    /// `/proc/PID/...` files opened, by PID.
+    proc_opens: BTreeMap<u32, Vec<String>>,
+    /// The report's `runtime.orphans` line (how many processes were in pod cgroups).
+    orphans_line: String,
+}
+
+fn work_of(cfg: &Path, dir: &Path, label: &str) -> Work {
+    let trace = dir.join(format!("strace.{label}"));
+    let trace_arg = trace.display().to_string();
+    let out = Guard::with_config(cfg)
+        .wrapped_in(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=openat",
+            "-o",
+            &trace_arg,
+        ])
+        .arg("-v")
+        .run(&["verify"]);
+    // (the tree's containerd root is not a mount: verify fails volume.mounted, as it should)
+    for healthy in ["ok    runtime.orphans", "ok    runtime.leaked-tasks"] {
+        assert!(out.stdout.contains(healthy), "{healthy}?\n{}", out.dump());
+    }
+    let mut calls = BTreeMap::new();
+    for line in out
+        .stderr
+        .lines()
+        .filter(|l| l.contains(": close time.busy="))
+    {
+        if let Some(call) = line
+            .split("grpc{call=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+        {
+            *calls.entry(call.to_string()).or_insert(0) += 1;
+        }
+    }
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let mut proc_opens: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(path) = line.split('"').nth(1) else {
+            continue;
+        };
+        let mut parts = path.strip_prefix("/proc/").unwrap_or("").splitn(2, '/');
+        if let (Some(Ok(pid)), Some(file)) = (parts.next().map(str::parse), parts.next()) {
+            proc_opens.entry(pid).or_default().push(file.to_string());
+        }
+    }
+    let orphans_line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("runtime.orphans"))
+        .unwrap_or_default()
+        .to_string();
+    Work {
+        calls,
+        proc_opens,
+        orphans_line,
+    }
+}
+
+/// Starts `n` pods, each with a running container.
+fn pods(node: &HygieneNode, from: usize, n: usize) -> Vec<Pod> {
+    (from..from + n)
+        .map(|i| {
+            let name = format!("w{i}");
+            let pod = node.pod(&name);
+            let cid = pod.start_locker("payload", &node.host_dir(&name), "lock");
+            pod.wait_container(&cid, "RUNNING", WAIT, |i| i.running());
+            pod
+        })
+        .collect()
+}
+
+#[test]
+fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_each_process_once_whatever_its_pods()
+{
+    if !require_root(TOOLS) {
+        return;
+    }
+    let node = HygieneNode::start();
+    let cfg = node.t.write_guard_config("", "");
+    let mut running = pods(&node, 0, 1);
+    let few = work_of(&cfg, node.t.path(), "few");
+    running.extend(pods(&node, 1, 5));
+    let more = work_of(&cfg, node.t.path(), "more");
+
+    assert_ne!(
+        few.orphans_line, more.orphans_line,
+        "the second look saw more processes in pod cgroups (else this test proves nothing)"
+    );
+    assert!(
+        !few.calls.is_empty(),
+        "no gRPC call seen in the -v lines: {few:?}"
+    );
+    assert_eq!(
+        few.calls, more.calls,
+        "the gRPC calls of guard verify changed from 1 pod to 6: a call per pod?"
+    );
+    assert!(
+        !more.calls.contains_key("Tasks.List"),
+        "Tasks.List asks every shim in turn: {:?}",
+        more.calls
+    );
+    let containerd = node.ctrd.pid();
+    let twice: Vec<_> = more
+        .proc_opens
+        .iter()
+        .filter(|(pid, files)| **pid != containerd && files.len() > 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "processes whose /proc files were opened more than once: {twice:?}"
+    );
+    assert!(
+        more.proc_opens.len() > few.proc_opens.len(),
+        "the scan read more processes with more pods ({} vs {})",
+        more.proc_opens.len(),
+        few.proc_opens.len()
+    );
+    drop(running);
+}
