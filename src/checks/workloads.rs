@@ -97,13 +97,15 @@ pub fn to_ask(
 }
 
 pub async fn gather(host: &Host, conn: &Conn) -> Result<Workloads, String> {
-    let (containers, sandboxes, others) = tokio::join!(
+    // The pass over /proc runs on a thread of its own while containerd answers the lists.
+    let scan = crate::phases::off_the_loop("pod scan", host, pod_scan::scan);
+    let (containers, sandboxes, others, in_pods) = tokio::join!(
         cri::containers(conn),
         cri::sandboxes(conn),
-        tasks::made_by_others(conn, K8S_NS)
+        tasks::made_by_others(conn, K8S_NS),
+        scan
     );
     let (containers, sandboxes, others) = (containers?, sandboxes?, others?);
-    let in_pods = tracing::debug_span!("pod scan").in_scope(|| pod_scan::scan(host));
     let ask = to_ask(&containers, &sandboxes, &others, &in_pods);
     let tasks = tasks::get_each(conn, K8S_NS, &ask).await?;
     let alive = tasks

@@ -28,7 +28,10 @@ pub fn run_runtime(
     mode: runtime::Mode,
     command: &str,
 ) -> Result<runtime::Gate, String> {
+    // One thread for the reads of the host's files beside the loop (off_the_loop): they
+    // overlap containerd's answers; more threads would only add memory (a glibc arena each).
     let rt = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the guard's I/O runtime: {e}"))?;
@@ -47,6 +50,23 @@ pub fn run_runtime(
             Err(_) => runtime::Gate::timed_out(deadline),
         }
     }))
+}
+
+/// Runs `read` (a read of the host's files) on a thread of the runtime's blocking pool,
+/// so that the gRPC calls awaited beside it progress meanwhile: containerd answers on one
+/// core while the guard reads `/proc` on the other. `span` names it under `-v`.
+pub async fn off_the_loop<T, F>(span: &'static str, host: &crate::host::Host, read: F) -> T
+where
+    T: Send + 'static,
+    F: Fn(&crate::host::Host) -> T + Clone + Send + 'static,
+{
+    let (on_thread, again) = (host.clone(), read.clone());
+    let run = move || tracing::debug_span!("read", what = span).in_scope(|| read(&on_thread));
+    match tokio::task::spawn_blocking(run).await {
+        Ok(done) => done,
+        // (never cancelled, and a panic aborts the guard; read here all the same)
+        Err(_) => again(host),
+    }
 }
 
 /// Rewrites the Prometheus textfile (`[metrics] textfile`) after a command. The default

@@ -113,10 +113,11 @@ fn connect_forbidden(path: &std::path::Path) -> Option<String> {
 
 /// Asks an answering containerd (its `Version` already answered) for the rest.
 pub async fn gather(conn: &Conn, version: VersionAnswer) -> Answering {
-    let (cri_version, cri_conditions) = cri(conn).await;
+    // concurrently, on the one HTTP/2 connection: the slowest answer, not the sum
+    let ((cri_version, cri_conditions), plugins) = tokio::join!(cri(conn), plugins(conn));
     Answering {
         version: version.map_err(String::from),
-        plugins: plugins(conn).await,
+        plugins,
         cri_version,
         cri_conditions,
     }
@@ -143,13 +144,21 @@ async fn plugins(conn: &Conn) -> Result<Vec<PluginFact>, String> {
 async fn cri(conn: &Conn) -> (Result<String, String>, Result<Vec<Condition>, String>) {
     use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
     use k8s_cri::v1::{StatusRequest, VersionRequest};
-    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let (mut c, mut s) = (
+        RuntimeServiceClient::new(conn.channel.clone()),
+        RuntimeServiceClient::new(conn.channel.clone()),
+    );
     let req = VersionRequest {
         version: "v1".into(),
     };
-    let version = conn
-        .call("CRI Version", c.version(conn.request(req, Some(K8S_NS))))
-        .await
+    let version = conn.call("CRI Version", c.version(conn.request(req, Some(K8S_NS))));
+    let req = StatusRequest { verbose: false };
+    let status = async {
+        let answer = conn.call("CRI Status", s.status(conn.request(req, Some(K8S_NS))));
+        answer.await.inspect(|_| crate::timing::mark_cri_answered())
+    };
+    let (version, status) = tokio::join!(version, status);
+    let version = version
         .map(|v| {
             format!(
                 "{} {} (API {})",
@@ -157,11 +166,7 @@ async fn cri(conn: &Conn) -> (Result<String, String>, Result<Vec<Condition>, Str
             )
         })
         .map_err(String::from);
-    let req = StatusRequest { verbose: false };
-    let status = conn
-        .call("CRI Status", c.status(conn.request(req, Some(K8S_NS))))
-        .await
-        .inspect(|_| crate::timing::mark_cri_answered())
+    let status = status
         .map(|s| s.status.map(|st| st.conditions).unwrap_or_default())
         .map(|conditions| conditions.into_iter().map(condition).collect())
         .map_err(String::from);

@@ -238,10 +238,18 @@ impl World for Node<'_> {
                 };
             }
         };
-        let stale = (scope == Scope::Full).then(|| {
-            tracing::debug_span!("stale facts")
-                .in_scope(|| stale::gather(self.host, &socket, &self.target.root))
-        });
+        let (stale_socket, root) = (socket.clone(), self.target.root.clone());
+        let stale = async {
+            match scope {
+                Scope::Full => Some(
+                    crate::phases::off_the_loop("stale facts", self.host, move |host| {
+                        stale::gather(host, &stale_socket, &root)
+                    })
+                    .await,
+                ),
+                Scope::Hygiene => None,
+            }
+        };
         // The families ask containerd concurrently (one HTTP/2 channel): a look costs the
         // slowest family's round trips, not the sum of all of them.
         let image = async {
@@ -250,7 +258,8 @@ impl World for Node<'_> {
                 Scope::Hygiene => None,
             }
         };
-        let (image, answering, (leaked_tasks, orphans)) = tokio::join!(
+        let (stale, image, answering, (leaked_tasks, orphans)) = tokio::join!(
+            stale,
             image.instrument(tracing::debug_span!("sandbox_image facts")),
             runtime::gather(&conn, version).instrument(tracing::debug_span!("runtime facts")),
             self.hygiene_looks(&conn)
