@@ -2,7 +2,8 @@
 //! timed, so it cannot flake (docs/performance.md has the times). With more pods it makes
 //! the same gRPC calls (by name, from the `-v` span lines), never `Tasks.List` (containerd
 //! asks every shim in turn), and opens at most one `/proc/PID` file of each process but
-//! containerd's (`strace`). A family that adds a per-pod round trip or a second read of
+//! containerd's, and not containerd's `mountinfo` when it shares the guard's mount
+//! namespace (`strace`). A family that adds a per-pod round trip or a second read of
 //! every process fails here. Root only; a real containerd with CRI, runc and kubelet's
 //! cgroupfs layout.
 
@@ -137,6 +138,16 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_each_process_once
     assert!(
         twice.is_empty(),
         "processes whose /proc files were opened more than once: {twice:?}"
+    );
+    let of_containerd = more
+        .proc_opens
+        .get(&containerd)
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !of_containerd.iter().any(|f| f == "mountinfo"),
+        "containerd shares the guard's mount namespace here: the guard's own mount table \
+         (read for the volume checks) serves the stale check, no second read: {of_containerd:?}"
     );
     assert!(
         more.proc_opens.len() > few.proc_opens.len(),

@@ -22,11 +22,15 @@ pub fn containerd_config(ctx: &Context) -> Result<ContainerdConfig, String> {
 }
 
 /// Phase 2 on a current-thread runtime (phase 1 never starts one).
+/// `mounts`: the guard's own mount table when it was just read (`guard verify`'s phase 1
+/// facts): the stale check uses it for a containerd in the same mount namespace instead
+/// of reading another copy (`mountinfo` grows by about 3 mounts per pod).
 pub fn run_runtime(
     ctx: &Context,
     cd: &ContainerdConfig,
     mode: runtime::Mode,
     command: &str,
+    mounts: Option<crate::host::mountinfo::MountTable>,
 ) -> Result<runtime::Gate, String> {
     // One thread for the reads of the host's files beside the loop (off_the_loop): they
     // overlap containerd's answers; more threads would only add memory (a glibc arena each).
@@ -36,7 +40,7 @@ pub fn run_runtime(
         .build()
         .map_err(|e| format!("cannot start the guard's I/O runtime: {e}"))?;
     let settings = &ctx.loaded.settings;
-    let mut node = runtime::Node::new(&ctx.host, settings, cd);
+    let mut node = runtime::Node::new(&ctx.host, settings, cd).with_own_mounts(mounts);
     let gate = runtime::run(&mut node, settings, mode, command);
     let Some(deadline) = mode.deadline else {
         return Ok(rt.block_on(gate));

@@ -28,7 +28,8 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, 
         (true, true) => "guard verify --repair --dry-run",
         (false, _) => "guard verify",
     };
-    let gate = super::run_runtime(ctx, cd, mode, command)?;
+    // the mount table just read goes on to the stale check
+    let gate = super::run_runtime(ctx, cd, mode, command, volume.mounts.ok())?;
     report.extend(gate.findings);
     Ok((report, gate.end))
 }

@@ -72,8 +72,15 @@ pub fn is_metadata_db(rel: &Path) -> bool {
     }
 }
 
-/// The detector's raw facts, read from `/proc/PID` of the socket's peer.
-pub fn gather(host: &Host, socket: &Path, root: &Path) -> StaleFacts {
+/// The detector's raw facts, read from `/proc/PID` of the socket's peer. `own_mounts`: the
+/// guard's own mount table, just read, taken for containerd's when both are in one mount
+/// namespace.
+pub fn gather(
+    host: &Host,
+    socket: &Path,
+    root: &Path,
+    own_mounts: Option<&MountTable>,
+) -> StaleFacts {
     let pid = peer_pid(socket);
     let mut f = StaleFacts {
         pid: pid.clone(),
@@ -101,9 +108,19 @@ pub fn gather(host: &Host, socket: &Path, root: &Path) -> StaleFacts {
             f.root.display()
         ));
     }
-    f.mounts = MountTable::read(&proc.join("mountinfo"));
+    f.mounts = match own_mounts.filter(|_| same_mount_namespace(host, &proc)) {
+        Some(table) => Ok(table.clone()),
+        None => MountTable::read(&proc.join("mountinfo")),
+    };
     f.dbs = open_dbs(&proc, &f.root);
     f
+}
+
+/// The guard and the process at `proc` are in one mount namespace (the `ns/mnt` links name
+/// the same namespace inode).
+fn same_mount_namespace(host: &Host, proc: &Path) -> bool {
+    let ns = |p: &Path| std::fs::metadata(p.join("ns/mnt")).map(|m| (m.dev(), m.ino()));
+    matches!((ns(&host.proc("self")), ns(proc)), (Ok(a), Ok(b)) if a == b)
 }
 
 /// The root `pid` computes from its own command line and config

@@ -18,6 +18,7 @@ use crate::containerd::client::{self, Conn, K8S_NS};
 use crate::containerd::config::ContainerdConfig;
 use crate::containerd::oci::normalize_ref;
 use crate::containerd::tasks::{self, LiveTask};
+use crate::host::mountinfo::MountTable;
 use crate::host::Host;
 use crate::remedies::command::run_argv;
 use crate::remedies::pull;
@@ -120,6 +121,8 @@ pub struct Node<'a> {
     state_dir: Result<StateDir, String>,
     conn: Option<Conn>,
     lock: Option<RepairLock>,
+    /// The guard's own mount table, when the caller just read it.
+    own_mounts: Option<std::sync::Arc<MountTable>>,
 }
 
 impl<'a> Node<'a> {
@@ -131,7 +134,15 @@ impl<'a> Node<'a> {
             state_dir: StateDir::open(host, &settings.state_dir),
             conn: None,
             lock: None,
+            own_mounts: None,
         }
+    }
+
+    /// The guard's own mount table, just read: the stale check's for a containerd in the
+    /// same mount namespace.
+    pub fn with_own_mounts(mut self, mounts: Option<MountTable>) -> Self {
+        self.own_mounts = mounts.map(std::sync::Arc::new);
+        self
     }
 
     fn socket(&self) -> PathBuf {
@@ -239,11 +250,12 @@ impl World for Node<'_> {
             }
         };
         let (stale_socket, root) = (socket.clone(), self.target.root.clone());
+        let own_mounts = self.own_mounts.clone();
         let stale = async {
             match scope {
                 Scope::Full => Some(
                     crate::phases::off_the_loop("stale facts", self.host, move |host| {
-                        stale::gather(host, &stale_socket, &root)
+                        stale::gather(host, &stale_socket, &root, own_mounts.as_deref())
                     })
                     .await,
                 ),
