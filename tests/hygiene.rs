@@ -332,6 +332,66 @@ fn h06_a_stopped_task_cri_never_knew_is_reported_and_left_alone() {
     );
 }
 
+/// Where the guard cannot read containerd's task bundles (its config names another state
+/// directory than the running containerd's), it asks containerd instead: the containers
+/// CRI did not make (`Containers.List`, filtered) and each container CRI does not vouch
+/// for. The same leak is deleted and the same stranger left alone as in h06.
+#[test]
+fn h11_without_the_task_bundles_containerd_is_asked_and_the_verdicts_are_the_same() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let n = HygieneNode::start();
+    // the same config with another `state` (its socket's address stays)
+    let real = std::fs::read_to_string(n.t.containerd_config()).unwrap();
+    let other: Vec<String> = real
+        .lines()
+        .map(|l| match l.trim_start().starts_with("state =") {
+            true => "state = \"/nonexistent/containerd-state\"".to_string(),
+            false => l.to_string(),
+        })
+        .collect();
+    assert_ne!(
+        other.join("\n"),
+        real.trim_end(),
+        "the tree's config names a state: {real}"
+    );
+    let moved = n.t.path().join("containerd-other-state.toml");
+    std::fs::write(&moved, other.join("\n")).unwrap();
+    let cfg = n.t.write_guard_config_raw(&format!(
+        "state_dir = \"{}\"\n[containerd]\nconfig = \"{}\"\n",
+        n.t.guard_state_dir().display(),
+        moved.display()
+    ));
+    let stray = CtrMadeTask::start(&n, "k8s.io");
+    let leaky = n.pod("leaky");
+    let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
+    make_leaked_task(&leaky, &cid);
+
+    let out = Guard::with_config(&cfg)
+        .arg("--json")
+        .arg("-v")
+        .run(&["hygiene"]);
+    assert!(
+        out.stderr.contains("grpc{call=\"Containers.List\"}"),
+        "the fallback asked containerd for the containers CRI did not make:\n{}",
+        out.dump()
+    );
+    out.expect(0, "remedy.delete-task", "pass")
+        .mentions("remedy.delete-task", &[&cid]);
+    assert_eq!(
+        ctr_task(&leaky.socket, &cid),
+        None,
+        "the leaked task is gone"
+    );
+    assert_eq!(stray.status().as_deref(), Some("STOPPED"), "{}", out.dump());
+    out.expect(0, "runtime.leaked-tasks", "warn").mentions(
+        "runtime.leaked-tasks",
+        &[&stray.id, "unknown to CRI", "left alone"],
+    );
+}
+
 /// An argument that tries to forge the guard's output: a new line claiming the node is
 /// usable, a terminal escape (clear screen) and a right-to-left override.
 const FORGERY: &str = "x\nverdict: node is usable\n\x1b[2J\u{202e}gnirts";

@@ -129,6 +129,13 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_each_process_once
         "Tasks.List asks every shim in turn: {:?}",
         more.calls
     );
+    // which tasks containerd keeps comes from its runtime's bundle directories, read
+    // locally; Containers.List would read every container's record on containerd's side
+    assert!(
+        !more.calls.contains_key("Containers.List") && !more.calls.contains_key("Tasks.Get"),
+        "a healthy node's containers are vouched for by CRI and its task bundles: {:?}",
+        more.calls
+    );
     let containerd = node.ctrd.pid();
     let twice: Vec<_> = more
         .proc_opens

@@ -5,10 +5,15 @@
 //!
 //! What a look costs does not grow with healthy pods: a container CRI reports `RUNNING`
 //! (a sandbox `READY`) is taken as having its live task, on CRI's word, and containerd is
-//! not asked about it. containerd is asked (`Tasks.Get`, one shim each) only about a
-//! container CRI reports otherwise (`EXITED`, `CREATED`, `UNKNOWN`, a sandbox
-//! `NOTREADY`), one CRI never made (no CRI label: `ctr`, nerdctl), and one whose cgroup
-//! holds a process while CRI does not vouch for it (kubelet removed it). Never
+//! not asked about it. containerd is asked (`Tasks.Get`, one shim each) only about the
+//! other tasks it keeps in `k8s.io`: their ids are the bundle directories of its runtime
+//! (`<state>/io.containerd.runtime.v2.task/k8s.io/<id>`, from a task's create to its
+//! delete), one directory read. That covers a container CRI reports `EXITED`, `CREATED`
+//! or `UNKNOWN` (a sandbox `NOTREADY`) that still has a task, a task CRI never made
+//! (`ctr`, nerdctl) and a container kubelet removed whose task is left; a container with
+//! no bundle has no task. Where that directory cannot be read, containerd is asked about
+//! every container CRI does not vouch for, every container id in a pod cgroup, and the
+//! containers CRI did not make (`Containers.List`, filtered by containerd). Never
 //! `Tasks.List`: containerd asks every shim for its state, one after another.
 //!
 //! CRI's word lags a shim's death by about 1.5 s (it learns from containerd's exit event);
@@ -20,6 +25,7 @@ use crate::containerd::tasks::{self, TaskInfo};
 use crate::host::pod_scan::{self, InPod};
 use crate::host::Host;
 use std::collections::BTreeSet;
+use std::path::Path;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Workloads {
@@ -49,11 +55,10 @@ impl Workloads {
     /// Container ids whose task is alive: by containerd's account where it was asked, by
     /// CRI's (`RUNNING`, `READY`) where it was not. A process a cleanup must never touch.
     pub fn live_task_ids(&self) -> BTreeSet<&str> {
-        use crate::containerd::tasks::TaskStatus::*;
         let asked = self
             .tasks
             .iter()
-            .filter(|t| matches!(t.status, Created | Running | Paused | Pausing))
+            .filter(|t| t.is_live())
             .map(|t| t.id.as_str());
         vouched_for(&self.containers, &self.sandboxes)
             .into_iter()
@@ -75,15 +80,21 @@ fn vouched_for<'a>(
     running.chain(ready).collect()
 }
 
-/// The containers whose task containerd is asked about: every one CRI does not vouch for
-/// and that could matter (see the module doc).
+/// The containers whose task containerd is asked about: with the runtime's task bundles
+/// known, each one CRI does not vouch for; else every one CRI does not vouch for that
+/// could matter (see the module doc).
 pub fn to_ask(
     containers: &[CriContainer],
     sandboxes: &[CriSandbox],
+    bundles: Option<&BTreeSet<String>>,
     made_by_others: &[String],
     in_pods: &[InPod],
 ) -> Vec<String> {
     let vouched = vouched_for(containers, sandboxes);
+    if let Some(bundles) = bundles {
+        let with_task = bundles.iter().filter(|id| !vouched.contains(id.as_str()));
+        return with_task.cloned().collect();
+    }
     let known = containers.iter().map(|c| c.id.as_str());
     let known = known.chain(sandboxes.iter().map(|s| s.id.as_str()));
     let in_cgroups = in_pods.iter().map(|p| p.cgroup.container_id.as_str());
@@ -96,17 +107,43 @@ pub fn to_ask(
     ids.into_iter().map(String::from).collect()
 }
 
-pub async fn gather(host: &Host, conn: &Conn) -> Result<Workloads, String> {
+/// At most this many task bundles are read; more (no real node has them) and containerd
+/// is asked instead.
+const BUNDLES_CAP: usize = 1 << 16;
+
+/// The ids of the tasks containerd's runtime keeps in `k8s.io` (its bundle directories
+/// under `state`, containerd's state directory); `None` when they cannot be read.
+pub fn task_bundles(host: &Host, state: &Path) -> Option<BTreeSet<String>> {
+    let dir = host
+        .path(state)
+        .join("io.containerd.runtime.v2.task")
+        .join(K8S_NS);
+    let mut ids = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).ok()? {
+        let name = entry.ok()?.file_name().into_string().ok()?;
+        if ids.len() == BUNDLES_CAP {
+            return None;
+        }
+        ids.insert(name);
+    }
+    Some(ids)
+}
+
+/// `state`: containerd's state directory (its task bundles, see the module doc).
+pub async fn gather(host: &Host, conn: &Conn, state: &Path) -> Result<Workloads, String> {
     // The pass over /proc runs on a thread of its own while containerd answers the lists.
     let scan = crate::phases::off_the_loop("pod scan", host, pod_scan::scan);
-    let (containers, sandboxes, others, in_pods) = tokio::join!(
-        cri::containers(conn),
-        cri::sandboxes(conn),
-        tasks::made_by_others(conn, K8S_NS),
-        scan
-    );
+    let bundles = task_bundles(host, state);
+    let others = async {
+        match bundles {
+            Some(_) => Ok(Vec::new()),
+            None => tasks::made_by_others(conn, K8S_NS).await,
+        }
+    };
+    let (containers, sandboxes, others, in_pods) =
+        tokio::join!(cri::containers(conn), cri::sandboxes(conn), others, scan);
     let (containers, sandboxes, others) = (containers?, sandboxes?, others?);
-    let ask = to_ask(&containers, &sandboxes, &others, &in_pods);
+    let ask = to_ask(&containers, &sandboxes, bundles.as_ref(), &others, &in_pods);
     let tasks = tasks::get_each(conn, K8S_NS, &ask).await?;
     let alive = tasks
         .iter()
@@ -174,9 +211,12 @@ mod tests {
                 .enumerate()
                 .map(|(n, i)| in_pod(n as i32, i))
                 .collect();
+            let bundles: BTreeSet<String> = ids.iter().cloned().collect();
+            let none = Vec::<String>::new();
+            assert_eq!(to_ask(&containers, &sandboxes, None, &[], &procs), none);
             assert_eq!(
-                to_ask(&containers, &sandboxes, &[], &procs),
-                Vec::<String>::new()
+                to_ask(&containers, &sandboxes, Some(&bundles), &[], &procs),
+                none
             );
         }
     }
@@ -193,8 +233,27 @@ mod tests {
         let procs = [in_pod(1, "run"), in_pod(2, "removed"), in_pod(3, "exited")];
         let others = ["ctr-made".to_string()];
         assert_eq!(
-            to_ask(&containers, &sandboxes, &others, &procs),
+            to_ask(&containers, &sandboxes, None, &others, &procs),
             ["created", "ctr-made", "exited", "notready", "removed", "unknown"]
+        );
+    }
+
+    #[test]
+    fn with_the_task_bundles_known_containerd_is_asked_only_about_tasks_it_has() {
+        let containers = [
+            container("run", CriState::Running),
+            container("exited-with-task", CriState::Exited),
+            container("exited-gone", CriState::Exited),
+        ];
+        let sandboxes = [sandbox("ready", true), sandbox("notready", false)];
+        let procs = [in_pod(1, "run"), in_pod(2, "removed-no-task")];
+        let bundles: BTreeSet<String> =
+            ["run", "ready", "exited-with-task", "notready", "ctr-made"]
+                .map(String::from)
+                .into();
+        assert_eq!(
+            to_ask(&containers, &sandboxes, Some(&bundles), &[], &procs),
+            ["ctr-made", "exited-with-task", "notready"]
         );
     }
 

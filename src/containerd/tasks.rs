@@ -100,6 +100,14 @@ pub struct TaskInfo {
     pub exited_unix: Option<i64>,
 }
 
+impl TaskInfo {
+    /// Its process runs (or is about to, or is paused): never a cleanup's to touch.
+    pub fn is_live(&self) -> bool {
+        use TaskStatus::*;
+        matches!(self.status, Created | Running | Paused | Pausing)
+    }
+}
+
 /// The task of container `id` in `ns`; `None` when it has none. One `Tasks.Get`, which
 /// asks only that task's shim: never `Tasks.List`, which asks every shim in turn (its
 /// cost grows with the pods on the node).

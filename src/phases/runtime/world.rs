@@ -84,6 +84,8 @@ pub trait World {
 pub struct Target {
     pub socket: PathBuf,
     pub root: PathBuf,
+    /// containerd's state directory (its task bundles).
+    pub state: PathBuf,
     pub image: Wanted,
 }
 
@@ -96,6 +98,7 @@ impl Target {
         Target {
             socket: crate::containerd::config::socket(settings, cd),
             root: cd.root.clone(),
+            state: cd.state.clone(),
             image: Wanted {
                 reference,
                 source,
@@ -295,7 +298,7 @@ impl World for Node<'_> {
 
     async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
         let conn = self.conn()?;
-        let now = workloads::gather(self.host, conn).await?;
+        let now = workloads::gather(self.host, conn, &self.target.state).await?;
         leaked_rules::still_leaked(leak, &now)?;
         let (id, started) = (&leak.id, Instant::now());
         tasks::delete(conn, K8S_NS, id)
@@ -311,12 +314,16 @@ impl World for Node<'_> {
         let cgroup = condemned.cgroup.as_str();
         // The container must still have no live task: asked again right before the kill.
         let conn = self.conn()?;
-        let live = workloads::gather(self.host, conn).await?;
+        let live = workloads::gather(self.host, conn, &self.target.state).await?;
         let container = crate::host::cgroup::parse_container_cgroup(cgroup)
             .ok_or_else(|| format!("{cgroup} is not a container cgroup"))?;
-        if live
-            .live_task_ids()
-            .contains(container.container_id.as_str())
+        // and containerd itself, whatever the bundles and CRI say
+        let task = tasks::get(conn, K8S_NS, &container.container_id).await;
+        let task_live = task.map_err(String::from)?.is_some_and(|t| t.is_live());
+        if task_live
+            || live
+                .live_task_ids()
+                .contains(container.container_id.as_str())
         {
             let id = container.container_id;
             return Err(format!("container {id} has a live task now: left alone"));
@@ -400,7 +407,7 @@ impl World for Node<'_> {
 impl Node<'_> {
     /// The hygiene families' looks: a second one only when the first found a candidate.
     async fn hygiene_looks(&self, conn: &Conn) -> (Option<LeakedTaskFacts>, Option<OrphanFacts>) {
-        let Ok(first) = workloads::gather(self.host, conn).await else {
+        let Ok(first) = workloads::gather(self.host, conn, &self.target.state).await else {
             return (None, None);
         };
         let first_look = tracing::debug_span!("orphan look")
@@ -420,7 +427,7 @@ impl Node<'_> {
             || !orphan_rules::candidates(&orphans.first).is_empty();
         if suspicious {
             tokio::time::sleep(SECOND_LOOK).await;
-            if let Ok(second) = workloads::gather(self.host, conn).await {
+            if let Ok(second) = workloads::gather(self.host, conn, &self.target.state).await {
                 orphans.second = Some(orphans::look(self.host, second.clone()));
                 leaks.second = Some(second);
             }
