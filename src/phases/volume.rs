@@ -195,7 +195,9 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
         .flatten();
     let seen = Seen {
         initrd,
-        containerd_running: !initrd && facts::seen(&ctx.host, &cd.root, &socket).running(),
+        containerd_running: !initrd
+            && tracing::debug_span!("containerd running?")
+                .in_scope(|| facts::seen(&ctx.host, &cd.root, &socket).running()),
         containerd_ran: ran.is_some(),
         judged: state.as_ref().is_ok_and(|s| s.read_volume().is_some()),
     };
@@ -207,7 +209,8 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
             under,
             for_containerd: true,
         };
-        facts::gather(&ctx.host, settings, &cd.root, &socket, look)
+        tracing::debug_span!("volume facts")
+            .in_scope(|| facts::gather(&ctx.host, settings, &cd.root, &socket, look))
     };
     let mut facts = wait_for_volume(ctx, plan, &|| look(plan.look_under));
     if run == Run::HandRunOnALiveNode {
@@ -399,6 +402,7 @@ fn waiting_for(facts: &VolumeFacts, ctx: &Context) -> String {
 
 /// A failure to record is logged, never fatal: the exit code already tells systemd.
 /// Phase 1 never takes the repair lock: phase 2's restart of containerd starts phase 1.
+#[tracing::instrument(level = "debug", name = "record", skip_all)]
 fn record(state: Result<StateDir, String>, report: &Report) {
     let written = state.and_then(|dir| dir.record_volume(report));
     if let Err(e) = written {
