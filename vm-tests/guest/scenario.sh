@@ -48,6 +48,15 @@ answers() { timeout 5 ctr --address "$sock" version; }
 task_status() { timeout 10 ctr -n k8s.io tasks ls 2>/dev/null | awk -v id="$1" '$1 == id {print $3}'; }
 task_stopped() { [ "$(task_status "$1")" = STOPPED ]; }
 uuid() { cat /proc/sys/kernel/random/uuid; }
+# load PROPS UNIT...: P[UNIT.PROP]=VALUE for every unit, from one systemctl call (one call
+# per property and unit cost a tenth of a second each under TCG); paragraphs by Id
+declare -A P=()
+load() {
+  local props=$1 k v; shift; P=()
+  while IFS='=' read -r k v; do P[$k]=$v; done < <(systemctl show -p "Id,$props" "$@" 2>/dev/null |
+    awk -v RS= -F '\n' '{ id = ""; for (i = 1; i <= NF; i++) if ($i ~ /^Id=/) id = substr($i, 4)
+      for (i = 1; i <= NF; i++) if ($i !~ /^Id=/) print id "." $i }')
+}
 hygiene_service() { # start the unit the 2-minute timer runs, and what it said
   local t0; t0=$(date +%s)
   systemctl start containerd-guard-hygiene.service; echo "hygiene.rc=$?"
@@ -197,16 +206,17 @@ leaked_task() {
 textfile=/var/lib/prometheus/node-exporter/containerd-guard.prom
 newer_deb=/usr/lib/vm-tests/containerd-guard-newer.deb
 pkg_snap() { # PREFIX SANDBOX CONTAINER: who runs, and which invocation of each unit
-  local u
+  local u t=containerd-guard-hygiene.timer
+  load MainPID,NRestarts,InvocationID,ActiveState,LoadState containerd.service kubelet.service "$t" containerd-guard-hygiene.service
   for u in containerd.service kubelet.service; do
-    echo "$1.unit.$u=$(systemctl show -p MainPID --value "$u")/$(systemctl show -p NRestarts --value "$u")/$(systemctl show -p InvocationID --value "$u")/$(systemctl show -p ActiveState --value "$u")"
+    echo "$1.unit.$u=${P[$u.MainPID]}/${P[$u.NRestarts]}/${P[$u.InvocationID]}/${P[$u.ActiveState]}"
   done
-  echo "$1.containerd.pid=$(systemctl show -p MainPID --value containerd.service)"
+  echo "$1.containerd.pid=${P[containerd.service.MainPID]}"
   echo "$1.shim.pid=$(pgrep -f -- "containerd-shim-runc-v2 .*-id $2( |\$)" | head -n1)"
   echo "$1.pod.pids=$(pids_of "$2")"
   echo "$1.container.pids=$(pids_of "$3")"
-  echo "$1.timer=$(systemctl show -p LoadState --value containerd-guard-hygiene.timer)/$(systemctl show -p ActiveState --value containerd-guard-hygiene.timer)/$(systemctl is-enabled containerd-guard-hygiene.timer 2>/dev/null)"
-  echo "$1.hygiene=$(systemctl show -p ActiveState --value containerd-guard-hygiene.service)"
+  echo "$1.timer=${P[$t.LoadState]}/${P[$t.ActiveState]}/$(systemctl is-enabled "$t" 2>/dev/null)"
+  echo "$1.hygiene=${P[containerd-guard-hygiene.service.ActiveState]}"
   echo "$1.textfile=$([ -e "$textfile" ] && echo present || echo absent)"
   echo "$1.statedir=$([ -e /run/containerd-guard ] && echo present || echo absent)"
   echo "$1.dropins=$(systemctl show -p DropInPaths --value containerd.service kubelet.service | tr '\n' ' ')"
@@ -298,8 +308,18 @@ package_after() {
 # since the cursor. A snapshot "c=PID/NRESTARTS/STATE k=PID/NRESTARTS/STATE shim=PID
 # shim_alive=yes|no": the host judges "untouched" on it.
 show() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
-svc() { echo "$(show "$1" MainPID)/$(show "$1" NRestarts)/$(show "$1" ActiveState)"; }
-snap() { echo "c=$(svc containerd.service) k=$(svc kubelet.service) shim=$shim shim_alive=$([ -d "/proc/$shim" ] && echo yes || echo no) timer=$(systemctl is-active containerd-guard-hygiene.timer)"; }
+# units' "MainPID/NRestarts/ActiveState", a line each in the order given, from one
+# systemctl call (a snapshot took seven of them: about a second a step under TCG)
+states() {
+  local u; load MainPID,NRestarts,ActiveState "$@"
+  for u in "$@"; do echo "${P[$u.MainPID]}/${P[$u.NRestarts]}/${P[$u.ActiveState]}"; done
+}
+svc() { states "$1"; }
+snap() {
+  local c k t
+  { read -r c; read -r k; read -r t; } < <(states containerd.service kubelet.service containerd-guard-hygiene.timer)
+  echo "c=$c k=$k shim=$shim shim_alive=$([ -d "/proc/$shim" ] && echo yes || echo no) timer=${t##*/}"
+}
 # A step's journal lines are those received at or after its start (uptime): a cursor
 # taken with `journalctl -n 0 --show-cursor` lost the pre-start's first line
 cursor() { now; }
@@ -309,24 +329,28 @@ since() { # T: the short-monotonic lines stamped at T or later
 # no job left for containerd, kubelet or the guard's units (the boot's targets keep
 # theirs: they wait for this scenario's unit)
 no_jobs() { ! systemctl list-jobs --no-legend 2>/dev/null | grep -qE 'containerd|kubelet'; }
-# the guard's lines in UNIT's pre-start since cursor C
-guard_lines() { journalctl --sync 2>/dev/null; journalctl -q -b -o short-monotonic --no-hostname "_SYSTEMD_UNIT=$1" SYSLOG_IDENTIFIER=guard 2>/dev/null | since "$2"; }
+# the guard's lines in UNIT's pre-start since cursor C (journalctl --sync first: synced)
+guard_lines() { journalctl -q -b -o short-monotonic --no-hostname "_SYSTEMD_UNIT=$1" SYSLOG_IDENTIFIER=guard 2>/dev/null | since "$2"; }
+synced() { journalctl --sync 2>/dev/null; "$@"; }
 # systemd's own lines about UNIT since T
 sys_lines() { journalctl --sync 2>/dev/null; journalctl -q -b -o short-monotonic --no-hostname _PID=1 "UNIT=$1" 2>/dev/null | since "$2"; }
-quick_check_since() { guard_lines containerd.service "$1" | grep -qi 'quick check'; }
-runtime_since() { [ -n "$(guard_lines kubelet.service "$1")" ]; }
+quick_check_since() { synced guard_lines containerd.service "$1" | grep -qi 'quick check'; }
+runtime_since() { [ -n "$(synced guard_lines kubelet.service "$1")" ]; }
 active_new() { # UNIT OLDPID: active with another main pid
-  [ "$(show "$1" ActiveState)" = active ] && [ "$(show "$1" MainPID)" != 0 ] && [ "$(show "$1" MainPID)" != "$2" ]
+  load MainPID,ActiveState "$1"
+  [ "${P[$1.ActiveState]}" = active ] && [ "${P[$1.MainPID]}" != 0 ] && [ "${P[$1.MainPID]}" != "$2" ]
 }
-both_active() { [ "$(show containerd.service ActiveState)/$(show kubelet.service ActiveState)" = active/active ]; }
+both_active() { load ActiveState containerd.service kubelet.service; [ "${P[containerd.service.ActiveState]}/${P[kubelet.service.ActiveState]}" = active/active ]; }
 step_begin() { # NAME: the before half of a step
-  st=$1; cur=$(cursor); t0=$(now)
-  echo "ops.$st.before=$(snap)"
-  cpid=$(show containerd.service MainPID)
+  local b
+  st=$1; cur=$(cursor); t0=$cur
+  b=$(snap); echo "ops.$st.before=$b"
+  cpid=${b#c=}; cpid=${cpid%%/*}
 }
 step_end() { # the after half: snapshot and the guard's lines since the step began
   echo "ops.$st.after=$(snap)"
   echo "ops.$st.secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}')"
+  journalctl --sync 2>/dev/null
   blockf "ops.$st.cprestart" guard_lines containerd.service "$cur"
   blockf "ops.$st.kprestart" guard_lines kubelet.service "$cur"
 }
@@ -415,7 +439,7 @@ ops() {
   echo "ops.$st.rootfs.after=$(find /var/lib/containerd -mindepth 1 -maxdepth 1 -printf '%f ')"
   echo "ops.$st.status=$(show containerd.service StatusText)"
   block ops.failover.guard.status /usr/bin/guard status
-  blockf ops.failover.refusal guard_lines containerd.service "$cur"
+  blockf ops.failover.refusal synced guard_lines containerd.service "$cur"
   local cur2; cur2=$(cursor)
   systemctl start var-lib-containerd.mount; echo "ops.$st.mount.rc=$?"
   until_ok 90 active_new containerd.service 0; echo "ops.$st.back=$?"
