@@ -209,14 +209,14 @@ pkg_snap() { # PREFIX SANDBOX CONTAINER: who runs, and which invocation of each 
   local u t=containerd-guard-hygiene.timer
   load MainPID,NRestarts,InvocationID,ActiveState,LoadState containerd.service kubelet.service "$t" containerd-guard-hygiene.service
   for u in containerd.service kubelet.service; do
-    echo "$1.unit.$u=${P[$u.MainPID]}/${P[$u.NRestarts]}/${P[$u.InvocationID]}/${P[$u.ActiveState]}"
+    echo "$1.unit.$u=${P[$u.MainPID]-}/${P[$u.NRestarts]-}/${P[$u.InvocationID]-}/${P[$u.ActiveState]-}"
   done
-  echo "$1.containerd.pid=${P[containerd.service.MainPID]}"
+  echo "$1.containerd.pid=${P[containerd.service.MainPID]-}"
   echo "$1.shim.pid=$(pgrep -f -- "containerd-shim-runc-v2 .*-id $2( |\$)" | head -n1)"
   echo "$1.pod.pids=$(pids_of "$2")"
   echo "$1.container.pids=$(pids_of "$3")"
-  echo "$1.timer=${P[$t.LoadState]}/${P[$t.ActiveState]}/$(systemctl is-enabled "$t" 2>/dev/null)"
-  echo "$1.hygiene=${P[containerd-guard-hygiene.service.ActiveState]}"
+  echo "$1.timer=${P[$t.LoadState]-}/${P[$t.ActiveState]-}/$(systemctl is-enabled "$t" 2>/dev/null)"
+  echo "$1.hygiene=${P[containerd-guard-hygiene.service.ActiveState]-}"
   echo "$1.textfile=$([ -e "$textfile" ] && echo present || echo absent)"
   echo "$1.statedir=$([ -e /run/containerd-guard ] && echo present || echo absent)"
   echo "$1.dropins=$(systemctl show -p DropInPaths --value containerd.service kubelet.service | tr '\n' ' ')"
@@ -312,7 +312,7 @@ show() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
 # systemctl call (a snapshot took seven of them: about a second a step under TCG)
 states() {
   local u; load MainPID,NRestarts,ActiveState "$@"
-  for u in "$@"; do echo "${P[$u.MainPID]}/${P[$u.NRestarts]}/${P[$u.ActiveState]}"; done
+  for u in "$@"; do echo "${P[$u.MainPID]-}/${P[$u.NRestarts]-}/${P[$u.ActiveState]-}"; done
 }
 svc() { states "$1"; }
 snap() {
@@ -338,9 +338,9 @@ quick_check_since() { synced guard_lines containerd.service "$1" | grep -qi 'qui
 runtime_since() { [ -n "$(synced guard_lines kubelet.service "$1")" ]; }
 active_new() { # UNIT OLDPID: active with another main pid
   load MainPID,ActiveState "$1"
-  [ "${P[$1.ActiveState]}" = active ] && [ "${P[$1.MainPID]}" != 0 ] && [ "${P[$1.MainPID]}" != "$2" ]
+  [ "${P[$1.ActiveState]-}" = active ] && [ "${P[$1.MainPID]-}" != 0 ] && [ "${P[$1.MainPID]-}" != "$2" ]
 }
-both_active() { load ActiveState containerd.service kubelet.service; [ "${P[containerd.service.ActiveState]}/${P[kubelet.service.ActiveState]}" = active/active ]; }
+both_active() { load ActiveState containerd.service kubelet.service; [ "${P[containerd.service.ActiveState]-}/${P[kubelet.service.ActiveState]-}" = active/active ]; }
 step_begin() { # NAME: the before half of a step
   local b
   st=$1; cur=$(cursor); t0=$cur
