@@ -58,6 +58,17 @@ fn show(cfg: &Path, args: &[&str]) {
     }
 }
 
+/// With `GUARD_TEST_SHOW=1`, prints findings `ids` of a run the test made itself (one that
+/// repairs, so it cannot run twice), each as `id: status: summary`.
+fn shown(args: &[&str], out: &Outcome, ids: &[&str]) {
+    if std::env::var_os("GUARD_TEST_SHOW").is_some() {
+        eprintln!("$ guard {}  # exit {}", args.join(" "), out.code);
+        for id in ids {
+            eprintln!("{id}: {}: {}", out.status(id), out.finding(id)["summary"]);
+        }
+    }
+}
+
 fn guard(cfg: &Path, args: &[&str]) -> Outcome {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
@@ -130,6 +141,15 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
 
     show(&cfg, &["hygiene", "--dry-run"]);
     let repair = guard(&cfg, &["hygiene"]);
+    shown(
+        &["hygiene"],
+        &repair,
+        &[
+            "runtime.leaked-tasks",
+            "runtime.orphans",
+            "remedy.delete-task",
+        ],
+    );
     show(&cfg, &["status"]);
     repair
         .expect(0, "remedy.delete-task", "pass")
@@ -194,6 +214,11 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
 
     show(&cfg, &["verify", "--repair", "--dry-run"]);
     let repair = guard(&cfg, &["hygiene"]);
+    shown(
+        &["hygiene"],
+        &repair,
+        &["runtime.orphans", "remedy.reap-orphans"],
+    );
     show(&cfg, &["status"]);
     repair
         .expect(0, "remedy.reap-orphans", "pass")

@@ -1,11 +1,12 @@
 //! What `guard verify` costs on a healthy node does not grow with its pods: counted, not
 //! timed, so it cannot flake (docs/performance.md has the times). With more pods it makes
 //! the same gRPC calls (by name, from the `-v` span lines), never `Tasks.List` (containerd
-//! asks every shim in turn), and opens at most one `/proc/PID` file of each process but
-//! containerd's, and not containerd's `mountinfo` when it shares the guard's mount
-//! namespace (`strace`). A family that adds a per-pod round trip or a second read of
-//! every process fails here. Root only; a real containerd with CRI, runc and kubelet's
-//! cgroupfs layout.
+//! asks every shim in turn), opens no `/proc/PID` file of any process but containerd's and
+//! no container's `cgroup.procs` (kubelet's cgroup tree is listed instead, and every
+//! container in it is vouched for by CRI), and not containerd's `mountinfo` when it shares
+//! the guard's mount namespace (`strace`). A family that adds a per-pod round trip or a
+//! read of every process fails here. Root only; a real containerd with CRI, runc and
+//! kubelet's cgroupfs layout.
 
 mod support;
 
@@ -25,7 +26,11 @@ struct Work {
     calls: BTreeMap<String, usize>,
     /// `/proc/PID/...` files opened, by PID.
     proc_opens: BTreeMap<u32, Vec<String>>,
-    /// The report's `runtime.orphans` line (how many processes were in pod cgroups).
+    /// The `cgroup.procs` files opened.
+    cgroup_procs: Vec<String>,
+    /// The kubepods cgroup directories opened (listed).
+    kubepods_dirs: usize,
+    /// The report's `runtime.orphans` line (how many container cgroups the look saw).
     orphans_line: String,
 }
 
@@ -64,10 +69,16 @@ fn work_of(cfg: &Path, dir: &Path, label: &str) -> Work {
     }
     let text = std::fs::read_to_string(&trace).unwrap();
     let mut proc_opens: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let (mut cgroup_procs, mut kubepods_dirs) = (Vec::new(), 0);
     for line in text.lines() {
         let Some(path) = line.split('"').nth(1) else {
             continue;
         };
+        if path.ends_with("/cgroup.procs") {
+            cgroup_procs.push(path.to_string());
+        } else if path.starts_with("/sys/fs/cgroup/") && path.contains("/kubepods") {
+            kubepods_dirs += 1;
+        }
         let mut parts = path.strip_prefix("/proc/").unwrap_or("").splitn(2, '/');
         if let (Some(Ok(pid)), Some(file)) = (parts.next().map(str::parse), parts.next()) {
             proc_opens.entry(pid).or_default().push(file.to_string());
@@ -82,6 +93,8 @@ fn work_of(cfg: &Path, dir: &Path, label: &str) -> Work {
     Work {
         calls,
         proc_opens,
+        cgroup_procs,
+        kubepods_dirs,
         orphans_line,
     }
 }
@@ -100,8 +113,7 @@ fn pods(node: &HygieneNode, from: usize, n: usize) -> Vec<Pod> {
 }
 
 #[test]
-fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_each_process_once_whatever_its_pods()
-{
+fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_no_pod_process_whatever_its_pods() {
     if !require_root(TOOLS) {
         return;
     }
@@ -114,7 +126,7 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_each_process_once
 
     assert_ne!(
         few.orphans_line, more.orphans_line,
-        "the second look saw more processes in pod cgroups (else this test proves nothing)"
+        "the second look saw more container cgroups (else this test proves nothing)"
     );
     assert!(
         !few.calls.is_empty(),
@@ -137,14 +149,20 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_each_process_once
         more.calls
     );
     let containerd = node.ctrd.pid();
-    let twice: Vec<_> = more
+    let others: Vec<_> = more
         .proc_opens
         .iter()
-        .filter(|(pid, files)| **pid != containerd && files.len() > 1)
+        .filter(|(pid, _)| **pid != containerd)
         .collect();
     assert!(
-        twice.is_empty(),
-        "processes whose /proc files were opened more than once: {twice:?}"
+        others.is_empty(),
+        "a healthy node's pod processes are not read one by one (kubelet's cgroup tree is \
+         listed instead): {others:?}"
+    );
+    assert!(
+        more.cgroup_procs.is_empty(),
+        "every container is vouched for by CRI: no cgroup.procs is read: {:?}",
+        more.cgroup_procs
     );
     let of_containerd = more
         .proc_opens
@@ -157,10 +175,10 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_each_process_once
          (read for the volume checks) serves the stale check, no second read: {of_containerd:?}"
     );
     assert!(
-        more.proc_opens.len() > few.proc_opens.len(),
-        "the scan read more processes with more pods ({} vs {})",
-        more.proc_opens.len(),
-        few.proc_opens.len()
+        more.kubepods_dirs > few.kubepods_dirs,
+        "the look listed kubelet's tree, which grew with the pods ({} vs {} directories)",
+        more.kubepods_dirs,
+        few.kubepods_dirs
     );
     drop(running);
 }

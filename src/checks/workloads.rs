@@ -1,7 +1,7 @@
 //! One look at what runs, shared by the hygiene families (`leaked_tasks`, `orphans`): CRI's
-//! containers and sandboxes, the processes in kubelet container cgroups (one pass over
-//! `/proc`), and containerd's task of exactly the containers CRI does not vouch for. Only
-//! CRI's namespace (`k8s.io`): tasks elsewhere are not kubelet's.
+//! containers and sandboxes, the processes in kubelet container cgroups of the containers
+//! CRI does not vouch for ([`pod_scan`]), and containerd's task of exactly those
+//! containers. Only CRI's namespace (`k8s.io`): tasks elsewhere are not kubelet's.
 //!
 //! What a look costs does not grow with healthy pods: a container CRI reports `RUNNING`
 //! (a sandbox `READY`) is taken as having its live task, on CRI's word, and containerd is
@@ -34,8 +34,11 @@ pub struct Workloads {
     pub tasks: Vec<TaskInfo>,
     pub containers: Vec<CriContainer>,
     pub sandboxes: Vec<CriSandbox>,
-    /// The processes in kubelet container cgroups now.
+    /// The processes in kubelet container cgroups now, but those of the containers CRI
+    /// vouches for (their task is alive: see [`Workloads::live_task_ids`]).
     pub in_pods: Vec<InPod>,
+    /// How many container cgroups the look saw.
+    pub container_cgroups: usize,
     /// Task PIDs that exist in `/proc` now (a reused PID counts as alive: never acted on).
     pub alive: BTreeSet<u32>,
     /// When this look was taken (Unix seconds), for "exited N s ago".
@@ -131,8 +134,8 @@ pub fn task_bundles(host: &Host, state: &Path) -> Option<BTreeSet<String>> {
 
 /// `state`: containerd's state directory (its task bundles, see the module doc).
 pub async fn gather(host: &Host, conn: &Conn, state: &Path) -> Result<Workloads, String> {
-    // The pass over /proc runs on a thread of its own while containerd answers the lists.
-    let scan = crate::phases::off_the_loop("pod scan", host, pod_scan::scan);
+    // The cgroup look runs on a thread of its own while containerd answers the lists.
+    let cgroups = crate::phases::off_the_loop("pod cgroups", host, pod_scan::look);
     let bundles = task_bundles(host, state);
     let others = async {
         match bundles {
@@ -140,9 +143,10 @@ pub async fn gather(host: &Host, conn: &Conn, state: &Path) -> Result<Workloads,
             None => tasks::made_by_others(conn, K8S_NS).await,
         }
     };
-    let (containers, sandboxes, others, in_pods) =
-        tokio::join!(cri::containers(conn), cri::sandboxes(conn), others, scan);
+    let (cgroups, containers, sandboxes, others) =
+        tokio::join!(cgroups, cri::containers(conn), cri::sandboxes(conn), others);
     let (containers, sandboxes, others) = (containers?, sandboxes?, others?);
+    let in_pods = cgroups.processes(&vouched_for(&containers, &sandboxes));
     let ask = to_ask(&containers, &sandboxes, bundles.as_ref(), &others, &in_pods);
     let tasks = tasks::get_each(conn, K8S_NS, &ask).await?;
     let alive = tasks
@@ -155,6 +159,7 @@ pub async fn gather(host: &Host, conn: &Conn, state: &Path) -> Result<Workloads,
         containers,
         sandboxes,
         in_pods,
+        container_cgroups: cgroups.count(),
         alive,
         unix: crate::state::unix_now() as i64,
     })

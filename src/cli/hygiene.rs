@@ -20,7 +20,7 @@ pub fn run(ctx: &Context, dry_run: bool) -> Exit {
     } else {
         "guard hygiene"
     };
-    match crate::phases::run_runtime(ctx, &cd, mode, command, None) {
+    match crate::phases::run_runtime(ctx, &cd, mode, command) {
         Ok(gate) => super::finish(ctx, Report::new(gate.findings)),
         Err(e) => super::internal_error(&e),
     }

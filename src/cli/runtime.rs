@@ -15,7 +15,7 @@ pub fn run(ctx: &Context, force: bool) -> Exit {
         force,
         ..Mode::RUNTIME
     };
-    match crate::phases::run_runtime(ctx, &cd, mode, "guard runtime", None) {
+    match crate::phases::run_runtime(ctx, &cd, mode, "guard runtime") {
         Ok(gate) => finish(ctx, Report::new(gate.findings), gate.end),
         Err(e) => super::internal_error(&e),
     }

@@ -93,15 +93,17 @@ pub async fn read_blob(conn: &Conn, d: &Desc) -> Result<Vec<u8>, String> {
     Ok(data)
 }
 
-/// Proves a (possibly large) blob is present: its record (Info) and its first byte on disk.
+/// Proves a (possibly large) blob is present: its record (Info) and its first byte on disk,
+/// asked for at the same time.
 pub async fn blob_present(conn: &Conn, d: &Desc) -> Result<(), String> {
     let mut c = ContentClient::new(conn.channel.clone());
     let req = InfoRequest {
         digest: d.digest.clone(),
     };
-    let info = conn
-        .call("Info", c.info(conn.request(req, Some(K8S_NS))))
-        .await?;
+    let info = conn.call("Info", c.info(conn.request(req, Some(K8S_NS))));
+    // The record alone can outlive the data (the stale state): its first byte is read.
+    let (info, first_byte) = tokio::join!(info, read_content(conn, d, 1));
+    let info = info?;
     if let Some(i) = info.info {
         if d.size > 0 && i.size != d.size {
             return Err(format!(
@@ -110,6 +112,5 @@ pub async fn blob_present(conn: &Conn, d: &Desc) -> Result<(), String> {
             ));
         }
     }
-    // The record alone can outlive the data (the stale state): read its first byte.
-    read_content(conn, d, 1).await.map(|_| ())
+    first_byte.map(|_| ())
 }

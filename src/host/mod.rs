@@ -130,7 +130,9 @@ impl Host {
 /// Never reads past `cap + 1` bytes: a huge (or endless) file costs no memory.
 pub fn read_at_most(reader: impl std::io::Read, cap: u64) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
-    let mut data = Vec::new();
+    // Room for a page-sized kernel file at once: a `/proc` file reports size 0, and an
+    // empty buffer would be filled by a 32-byte read first, then doubled, read by read.
+    let mut data = Vec::with_capacity(cap.min(64 << 10) as usize + 1);
     reader.take(cap + 1).read_to_end(&mut data)?;
     Ok((data.len() as u64 <= cap).then_some(data))
 }

@@ -21,16 +21,53 @@ pub fn containerd_config(ctx: &Context) -> Result<ContainerdConfig, String> {
         .map_err(String::from)
 }
 
+/// A value another thread is still working out: [`Later::get`] waits for it (once; every
+/// later call gets the same). `guard verify` reads its mount table beside phase 2.
+pub struct Later<T> {
+    value: std::sync::OnceLock<Option<T>>,
+    from: std::sync::Mutex<std::sync::mpsc::Receiver<T>>,
+}
+
+impl<T> Later<T> {
+    /// The value to come, and where to send it.
+    pub fn channel() -> (std::sync::mpsc::SyncSender<T>, Later<T>) {
+        let (send, from) = std::sync::mpsc::sync_channel(1);
+        let later = Later {
+            value: std::sync::OnceLock::new(),
+            from: std::sync::Mutex::new(from),
+        };
+        (send, later)
+    }
+
+    /// The value; `None` when its sender went away without one.
+    pub fn get(&self) -> Option<&T> {
+        let wait = || self.from.lock().ok()?.recv().ok();
+        self.value.get_or_init(wait).as_ref()
+    }
+}
+
+/// The guard's own mount table, as `guard verify`'s volume look reads it.
+pub type OwnMounts = Later<std::sync::Arc<crate::host::mountinfo::MountTable>>;
+
 /// Phase 2 on a current-thread runtime (phase 1 never starts one).
-/// `mounts`: the guard's own mount table when it was just read (`guard verify`'s phase 1
-/// facts): the stale check uses it for a containerd in the same mount namespace instead
-/// of reading another copy (`mountinfo` grows by about 3 mounts per pod).
 pub fn run_runtime(
     ctx: &Context,
     cd: &ContainerdConfig,
     mode: runtime::Mode,
     command: &str,
-    mounts: Option<crate::host::mountinfo::MountTable>,
+) -> Result<runtime::Gate, String> {
+    run_runtime_with(ctx, cd, mode, command, None)
+}
+
+/// Phase 2, given the guard's own mount table, which the caller reads beside it (`guard
+/// verify`'s phase 1 look): the stale check takes it for a containerd in the same mount
+/// namespace instead of reading another copy (`mountinfo` grows by about 3 mounts a pod).
+pub fn run_runtime_with(
+    ctx: &Context,
+    cd: &ContainerdConfig,
+    mode: runtime::Mode,
+    command: &str,
+    mounts: Option<OwnMounts>,
 ) -> Result<runtime::Gate, String> {
     // One thread for the reads of the host's files beside the loop (off_the_loop): they
     // overlap containerd's answers; more threads would only add memory (a glibc arena each).

@@ -1,6 +1,7 @@
-//! Orphaned container payloads: processes in a kubelet container cgroup. Gathered from
-//! `/proc` (every process's cgroup, its parent chain) and the workloads look; the locks and
-//! listening ports of a candidate are read only for candidates.
+//! Orphaned container payloads: processes in a kubelet container cgroup whose container
+//! has no live task. Gathered from the workloads look (the processes in the cgroups of
+//! containers CRI does not vouch for) and, for those only, `/proc` (the parent chain);
+//! the locks and listening ports of a candidate are read only for candidates.
 
 use crate::checks::workloads::Workloads;
 use crate::host::cgroup::{container_cgroup_of, ContainerCgroup};
@@ -39,8 +40,8 @@ pub struct OrphanLook {
     /// The processes in pod cgroups whose container has no live task (the others are
     /// managed and not looked at further).
     pub processes: Vec<PodProcess>,
-    /// How many processes are in pod cgroups at all.
-    pub in_pod_cgroups: usize,
+    /// How many container cgroups the look saw.
+    pub container_cgroups: usize,
     pub workloads: Workloads,
 }
 
@@ -83,7 +84,7 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
         .collect();
     let mut cache: BTreeMap<i32, Option<ProcInfo>> = BTreeMap::new();
     let mut processes = Vec::new();
-    let in_pod_cgroups = workloads.in_pods.len();
+    let container_cgroups = workloads.container_cgroups;
     for p in &workloads.in_pods {
         let (pid, cgroup) = (p.pid, p.cgroup.clone());
         if live.contains(&cgroup.container_id) {
@@ -110,7 +111,7 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
     }
     OrphanLook {
         processes,
-        in_pod_cgroups,
+        container_cgroups,
         workloads,
     }
 }

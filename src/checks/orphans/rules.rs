@@ -111,9 +111,9 @@ pub fn evaluate(f: Option<&OrphanFacts>, blocking: bool) -> (Finding, Vec<Condem
         format!("{}; {why}", describe(f, p))
     });
     if orphans.is_empty() {
-        let n = f.first.in_pod_cgroups;
+        let n = f.first.container_cgroups;
         if spared.is_empty() {
-            let summary = format!("no orphaned payload among {n} process(es) in pod cgroups");
+            let summary = format!("no orphaned payload in {n} container cgroup(s)");
             return (Finding::pass(ID, summary), Vec::new());
         }
         let summary = format!(
@@ -279,7 +279,7 @@ mod tests {
             })
             .collect();
         OrphanLook {
-            in_pod_cgroups: procs.len(),
+            container_cgroups: procs.len(),
             processes: procs,
             workloads: Workloads {
                 tasks,

@@ -119,7 +119,7 @@ async fn platform_manifest(
 }
 
 /// The chain ID of the image's layers, after proving the manifest, the config and every
-/// layer are present.
+/// layer are present. The config and the layers are asked for at the same time.
 async fn read_parts(conn: &Conn, manifest_desc: &Desc) -> Result<String, ImageState> {
     let manifest = read_blob(conn, manifest_desc)
         .await
@@ -132,16 +132,21 @@ async fn read_parts(conn: &Conn, manifest_desc: &Desc) -> Result<String, ImageSt
         let e = format!("manifest {} does not parse", manifest_desc.digest);
         return Err(ImageState::Unknown(e));
     };
+    let layers_missing = async {
+        let mut missing = Vec::new();
+        for l in &layers {
+            if let Err(e) = blob_present(conn, l).await {
+                missing.push(format!("layer: {e}"));
+            }
+        }
+        missing
+    };
+    let (config, layers_missing) = tokio::join!(read_blob(conn, &config_desc), layers_missing);
     let mut missing = Vec::new();
-    let config = read_blob(conn, &config_desc).await;
     if let Err(e) = &config {
         missing.push(format!("config: {e}"));
     }
-    for l in &layers {
-        if let Err(e) = blob_present(conn, l).await {
-            missing.push(format!("layer: {e}"));
-        }
-    }
+    missing.extend(layers_missing);
     if !missing.is_empty() {
         return Err(ImageState::Incomplete { missing });
     }

@@ -10,6 +10,7 @@ use crate::host::Host;
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A file's identity: device number (raw `st_dev`) and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +58,7 @@ pub struct StaleFacts {
     /// The open metadata databases found in `/proc/PID/fd`.
     pub dbs: Result<Vec<OpenDb>, String>,
     /// `/proc/PID/mountinfo`: containerd's mount namespace.
-    pub mounts: Result<MountTable, String>,
+    pub mounts: Result<Arc<MountTable>, String>,
 }
 
 /// The relative paths (under containerd's root) of the databases the detector looks at.
@@ -73,13 +74,13 @@ pub fn is_metadata_db(rel: &Path) -> bool {
 }
 
 /// The detector's raw facts, read from `/proc/PID` of the socket's peer. `own_mounts`: the
-/// guard's own mount table, just read, taken for containerd's when both are in one mount
-/// namespace.
+/// guard's own mount table (read by its caller), asked for and taken for containerd's
+/// only when both are in one mount namespace.
 pub fn gather(
     host: &Host,
     socket: &Path,
     root: &Path,
-    own_mounts: Option<&MountTable>,
+    own_mounts: impl FnOnce() -> Option<Arc<MountTable>>,
 ) -> StaleFacts {
     let pid = peer_pid(socket);
     let mut f = StaleFacts {
@@ -108,11 +109,15 @@ pub fn gather(
             f.root.display()
         ));
     }
-    f.mounts = match own_mounts.filter(|_| same_mount_namespace(host, &proc)) {
-        Some(table) => Ok(table.clone()),
-        None => MountTable::read(&proc.join("mountinfo")),
-    };
     f.dbs = open_dbs(&proc, &f.root);
+    let own = match same_mount_namespace(host, &proc) {
+        true => own_mounts(),
+        false => None,
+    };
+    f.mounts = match own {
+        Some(table) => Ok(table),
+        None => MountTable::read(&proc.join("mountinfo")).map(Arc::new),
+    };
     f
 }
 
@@ -262,55 +267,86 @@ fn fd_numbers(fd_dir: &Path) -> Result<Vec<u32>, String> {
     Ok(fds)
 }
 
+/// The first fds are tried by number, without listing the fd directory (at 100 pods a
+/// containerd holds about 1,200 fds, and the listing alone cost 1.5 ms).
+const PROBED_FDS: u32 = 64;
+
 /// Every fd of containerd's that is one of its metadata databases. The walk goes through
 /// the fds lowest first and stops once it has found every database containerd has mapped
-/// ([`mapped_dbs`]): a containerd with 100 pods holds about 1,200 fds, its databases are
-/// among the first dozen. Without a readable `maps` every fd is looked at.
+/// ([`mapped_dbs`]): its databases are among the first dozen fds it opens. The first
+/// [`PROBED_FDS`] are tried by number; the directory is listed only when that did not find
+/// them all (or without a readable `maps`: then every fd is looked at).
 fn open_dbs(proc: &Path, root: &Path) -> Result<Vec<OpenDb>, String> {
     let fd_dir = proc.join("fd");
-    let fds = fd_numbers(&fd_dir)?;
     let resolved = known_dbs_resolved(proc, root);
     let mut unfound = mapped_dbs(proc, &resolved);
+    let all_found =
+        |unfound: &Option<BTreeSet<String>>| unfound.as_ref().is_some_and(BTreeSet::is_empty);
     let mut out = Vec::new();
-    for fd in fds {
-        if unfound.as_ref().is_some_and(BTreeSet::is_empty) {
+    for fd in 0..PROBED_FDS {
+        if all_found(&unfound) {
+            return Ok(out);
+        }
+        db_at(proc, root, fd, &resolved, &mut unfound, &mut out);
+    }
+    if all_found(&unfound) {
+        return Ok(out);
+    }
+    // (listed only now: an unreadable fd directory fails the walk, as it always did)
+    for fd in fd_numbers(&fd_dir)?
+        .into_iter()
+        .filter(|fd| *fd >= PROBED_FDS)
+    {
+        if all_found(&unfound) {
             break;
         }
-        let path = fd_dir.join(fd.to_string());
-        let Ok(link) = std::fs::read_link(&path) else {
-            continue;
-        };
-        let link = link.to_string_lossy().into_owned();
-        let Some(rel) = db_named(&link, &resolved) else {
-            continue;
-        };
-        if let Some(unfound) = unfound.as_mut() {
-            unfound.remove(&link);
-        }
-        let expected = root.join(&rel);
-        // Resolve the path in containerd's mount namespace, not the guard's.
-        let in_ns = in_namespace(proc, &expected);
-        let fdinfo = proc.join("fdinfo").join(fd.to_string());
-        let mnt_id = read_bounded(&fdinfo, FDINFO_CAP, Links::Refuse)
-            .ok()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("mnt_id:").map(|v| v.trim().parse().ok()))
-                    .flatten()
-            });
-        out.push(OpenDb {
-            fd,
-            link,
-            open: file_id(&path),
-            now: file_id(&in_ns),
-            mnt_id,
-            resolved: resolved_in_namespace(proc, &expected),
-            expected,
-        });
+        db_at(proc, root, fd, &resolved, &mut unfound, &mut out);
     }
-    out.sort_by_key(|d| d.fd);
     Ok(out)
+}
+
+/// When containerd's `fd` is one of its databases: the database, into `out`, and no
+/// longer `unfound`.
+fn db_at(
+    proc: &Path,
+    root: &Path,
+    fd: u32,
+    resolved: &[(PathBuf, String)],
+    unfound: &mut Option<BTreeSet<String>>,
+    out: &mut Vec<OpenDb>,
+) {
+    let path = proc.join("fd").join(fd.to_string());
+    let Ok(link) = std::fs::read_link(&path) else {
+        return;
+    };
+    let link = link.to_string_lossy().into_owned();
+    let Some(rel) = db_named(&link, resolved) else {
+        return;
+    };
+    if let Some(unfound) = unfound.as_mut() {
+        unfound.remove(&link);
+    }
+    let expected = root.join(&rel);
+    // Resolve the path in containerd's mount namespace, not the guard's.
+    let in_ns = in_namespace(proc, &expected);
+    let fdinfo = proc.join("fdinfo").join(fd.to_string());
+    let mnt_id = read_bounded(&fdinfo, FDINFO_CAP, Links::Refuse)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("mnt_id:").map(|v| v.trim().parse().ok()))
+                .flatten()
+        });
+    out.push(OpenDb {
+        fd,
+        link,
+        open: file_id(&path),
+        now: file_id(&in_ns),
+        mnt_id,
+        resolved: resolved_in_namespace(proc, &expected),
+        expected,
+    });
 }
 
 #[cfg(test)]

@@ -228,7 +228,7 @@ mod tests {
             root: ROOT.into(),
             other_root: None,
             dbs: Ok(dbs),
-            mounts: Ok(mounts()),
+            mounts: Ok(mounts().into()),
         }
     }
 
@@ -429,7 +429,7 @@ mod tests {
             root: ROOT.into(),
             other_root: None,
             dbs: Ok(dbs),
-            mounts: MountTable::parse(&read("mountinfo")),
+            mounts: MountTable::parse(&read("mountinfo")).map(Into::into),
         }
     }
 

@@ -7,6 +7,7 @@ use crate::host::mountinfo::{MountEntry, MountTable};
 use crate::host::proc::processes_for_root;
 use crate::host::Host;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +59,7 @@ impl ContainerdSeen {
 pub struct VolumeFacts {
     /// containerd's root, the path the ephemeral volume must be mounted at.
     pub path: PathBuf,
-    pub mounts: Result<MountTable, String>,
+    pub mounts: Result<Arc<MountTable>, String>,
     /// The configured device and what it resolved to; `None` when not configured.
     pub device: Option<(DeviceSpec, Lookup)>,
     /// For a btrfs mount (whose mountinfo device is anonymous): the disks behind it.
@@ -100,7 +101,7 @@ pub fn gather(
 ) -> VolumeFacts {
     let path = host.in_namespace(root);
     let path = path.as_path();
-    let mounts = MountTable::read(&host.mountinfo());
+    let mounts = MountTable::read(&host.mountinfo()).map(Arc::new);
     let device = settings
         .volume
         .device
@@ -117,7 +118,7 @@ pub fn gather(
             Some(statvfs(&on_disk)),
             Some(write_probe(&on_disk)),
             look.under
-                .then(|| hidden_under(host, mounts.as_ref().ok(), path)),
+                .then(|| hidden_under(host, mounts.as_deref().ok(), path)),
         )
     } else {
         (None, None, None)

@@ -182,7 +182,8 @@ mod tests {
                 mounts: Ok(MountTable::parse(
                     "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n30 21 7:3 / /var/lib/containerd rw - ext4 /dev/loop3 rw\n",
                 )
-                .unwrap()),
+                .unwrap()
+                .into()),
             }),
             leaked_tasks: None,
             orphans: None,

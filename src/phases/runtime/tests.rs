@@ -429,7 +429,8 @@ fn stale_facts(stale: bool) -> StaleFacts {
         mounts: MountTable::parse(
             "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n\
              30 21 7:3 / /var/lib/containerd rw - ext4 /dev/loop3 rw\n",
-        ),
+        )
+        .map(Into::into),
     }
 }
 

@@ -18,8 +18,8 @@ use crate::containerd::client::{self, Conn, K8S_NS};
 use crate::containerd::config::ContainerdConfig;
 use crate::containerd::oci::normalize_ref;
 use crate::containerd::tasks::{self, LiveTask};
-use crate::host::mountinfo::MountTable;
 use crate::host::Host;
+use crate::phases::OwnMounts;
 use crate::remedies::command::run_argv;
 use crate::remedies::pull;
 use crate::remedies::restore::{import_archive, Import};
@@ -124,8 +124,8 @@ pub struct Node<'a> {
     state_dir: Result<StateDir, String>,
     conn: Option<Conn>,
     lock: Option<RepairLock>,
-    /// The guard's own mount table, when the caller just read it.
-    own_mounts: Option<std::sync::Arc<MountTable>>,
+    /// The guard's own mount table, when its caller reads it (`guard verify`).
+    own_mounts: Option<std::sync::Arc<OwnMounts>>,
 }
 
 impl<'a> Node<'a> {
@@ -141,9 +141,9 @@ impl<'a> Node<'a> {
         }
     }
 
-    /// The guard's own mount table, just read: the stale check's for a containerd in the
-    /// same mount namespace.
-    pub fn with_own_mounts(mut self, mounts: Option<MountTable>) -> Self {
+    /// The guard's own mount table, read by the caller (maybe still being read): the
+    /// stale check's for a containerd in the same mount namespace.
+    pub fn with_own_mounts(mut self, mounts: Option<OwnMounts>) -> Self {
         self.own_mounts = mounts.map(std::sync::Arc::new);
         self
     }
@@ -258,7 +258,8 @@ impl World for Node<'_> {
             match scope {
                 Scope::Full => Some(
                     crate::phases::off_the_loop("stale facts", self.host, move |host| {
-                        stale::gather(host, &stale_socket, &root, own_mounts.as_deref())
+                        let own = || own_mounts.as_ref().and_then(|m| m.get().cloned());
+                        stale::gather(host, &stale_socket, &root, own)
                     })
                     .await,
                 ),
@@ -273,12 +274,14 @@ impl World for Node<'_> {
                 Scope::Hygiene => None,
             }
         };
-        let (stale, image, answering, (leaked_tasks, orphans)) = tokio::join!(
+        // (in this order: the hygiene looks' pass over the cgroups gets the thread for
+        // host reads first, the stale facts wait there for `guard verify`'s mount table)
+        let ((leaked_tasks, orphans), stale, image, answering) = tokio::join!(
+            self.hygiene_looks(&conn)
+                .instrument(tracing::debug_span!("hygiene looks")),
             stale,
             image.instrument(tracing::debug_span!("sandbox_image facts")),
             runtime::gather(&conn, version).instrument(tracing::debug_span!("runtime facts")),
-            self.hygiene_looks(&conn)
-                .instrument(tracing::debug_span!("hygiene looks"))
         );
         self.conn = Some(conn);
         Observation {

@@ -24,7 +24,7 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
     settings.min_free_inodes = 1000;
     let facts = VolumeFacts {
         path: PathBuf::from("/var/lib/containerd"),
-        mounts: Ok(table("tkgs-worker.txt")),
+        mounts: Ok(table("tkgs-worker.txt").into()),
         device: Some((
             DeviceSpec::Label("eph".into()),
             Lookup::Found {
@@ -207,7 +207,7 @@ fn on_btrfs(devices: Result<Vec<(&str, DevNum)>, &str>) -> VolumeFacts {
     let (_, mut f) = tkgs();
     let text = "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
                 29 1 0:45 /containerd /var/lib/containerd rw - btrfs /dev/sdb rw,subvol=/containerd\n";
-    f.mounts = MountTable::parse(text);
+    f.mounts = MountTable::parse(text).map(Into::into);
     f.btrfs = Some(
         devices
             .map(|d| BtrfsDevices {
@@ -300,7 +300,7 @@ fn bare_directory_on_root_fails_and_is_worth_waiting_for() {
 #[test]
 fn bind_mount_of_a_root_directory_is_caught() {
     let (s, mut f) = tkgs();
-    f.mounts = Ok(table("real-loop-bind-stacked.txt"));
+    f.mounts = Ok(table("real-loop-bind-stacked.txt").into());
     f.device = None;
     let out = evaluate(&s, &f, Phase::BeforeContainerd);
     assert_eq!(status_of(&out, "volume.not-root"), Status::Fail);
@@ -323,7 +323,7 @@ fn tmpfs_and_overlay_fail_unless_allowed() {
         ("container-overlay-root.txt", "/", "overlay"),
     ] {
         let (mut s, mut f) = tkgs();
-        f.mounts = Ok(table(file));
+        f.mounts = Ok(table(file).into());
         f.path = PathBuf::from(path);
         f.device = None;
         let out = evaluate(&s, &f, Phase::BeforeContainerd);
@@ -348,7 +348,7 @@ fn tmpfs_and_overlay_fail_unless_allowed() {
 fn read_only_and_tripped_filesystems_are_not_writable() {
     for path in ["/mnt/ro", "/mnt/remounted-ro", "/mnt/tab\there"] {
         let (s, mut f) = tkgs();
-        f.mounts = Ok(table("real-loop-bind-stacked.txt"));
+        f.mounts = Ok(table("real-loop-bind-stacked.txt").into());
         f.path = PathBuf::from(path);
         f.device = None;
         let out = evaluate(&s, &f, Phase::BeforeContainerd);
