@@ -198,7 +198,7 @@ mod tests {
     fn mkfs(tool: &str, args: &[&str], size_mib: u64) -> tempfile::NamedTempFile {
         let img = tempfile::NamedTempFile::new().unwrap();
         img.as_file().set_len(size_mib << 20).unwrap();
-        let status = Command::new(tool)
+        let status = Command::new(sbin_tool(tool))
             .args(args)
             .arg(img.path())
             .output()
@@ -279,9 +279,20 @@ mod tests {
         assert_eq!(read_identity(img.path()).unwrap(), None);
     }
 
+    /// `tool` from `PATH` or the sbin directories, which a normal user's `PATH` lacks
+    /// (Debian keeps `mkfs.*` and `sfdisk` in `/usr/sbin`; they run as any user on an image).
+    fn sbin_tool(tool: &str) -> std::path::PathBuf {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(Into::into))
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| tool.into())
+    }
+
     /// Partitions an image with util-linux's sfdisk, as an image builder would.
     fn sfdisk(img: &Path, script: &str) {
-        let mut child = Command::new("sfdisk")
+        let mut child = Command::new(sbin_tool("sfdisk"))
             .arg("-q")
             .arg(img)
             .stdin(std::process::Stdio::piped())
