@@ -14,6 +14,13 @@
 //!   `verify`.
 //! - [`state`] owns `state_dir`: one reader, one atomic writer, the repair lock.
 //! - [`report`] turns findings into the table and the JSON; [`cli`] only dispatches.
+//! - [`context`] is what every command runs against (host, settings), resolved once by
+//!   [`cli`] and read by [`phases`].
+//!
+//! Imports go down only, in the order of [`LAYERS`] (utilities, `host`, `config`,
+//! `containerd`, `report`, `state`, `metrics`/`journal`, `checks`, `remedies`, `context`,
+//! `phases`, `cli`): a module never imports from its own layer or one above, so there is
+//! no import loop. A unit test below reads every source file and fails on one that does.
 //!
 //! Without the default `grpc` feature only the parsers of outside input and what they
 //! need are built (`checks`, `cli`, `phases`, `remedies` and the gRPC clients are not):
@@ -26,6 +33,8 @@ pub mod checks;
 pub mod cli;
 pub mod config;
 pub mod containerd;
+#[cfg(feature = "grpc")]
+pub mod context;
 pub mod host;
 pub mod journal;
 pub mod metrics;
@@ -37,3 +46,110 @@ pub mod remedies;
 pub mod report;
 pub mod state;
 pub mod timing;
+
+/// The layers, lowest first: a module imports only from layers below its own (and from
+/// itself), so no import loop can form. `layering` (below) reads every source file and
+/// fails on an import that reaches up or sideways.
+pub const LAYERS: &[&[&str]] = &[
+    &["backoff", "timing", "notify"],
+    &["host"],
+    &["config"],
+    &["containerd"],
+    &["report"],
+    &["state"],
+    &["metrics", "journal"],
+    &["checks"],
+    &["remedies"],
+    &["context"],
+    &["phases"],
+    &["cli"],
+];
+
+#[cfg(test)]
+mod layering {
+    use super::LAYERS;
+    use std::path::Path;
+
+    fn layer(module: &str) -> Option<usize> {
+        LAYERS.iter().position(|l| l.contains(&module))
+    }
+
+    /// The top-level modules a source text names as `crate::<module>` or in a
+    /// `use crate::{a, b::c}` group, comments left out.
+    fn imports(text: &str) -> Vec<String> {
+        let code: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut out = Vec::new();
+        for (i, _) in code.match_indices("crate::") {
+            let rest = &code[i + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                for item in group.split(',') {
+                    let name = item.trim().split("::").next().unwrap_or("").trim();
+                    out.push(name.to_string());
+                }
+            } else {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                out.push(name);
+            }
+        }
+        out.retain(|n| !n.is_empty());
+        out
+    }
+
+    fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn no_module_imports_from_its_own_layer_or_above() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let mut wrong = Vec::new();
+        for f in &files {
+            let rel = f.strip_prefix(&src).unwrap();
+            let top = rel.iter().next().unwrap().to_string_lossy();
+            let top = top.trim_end_matches(".rs");
+            if top == "lib" || top == "main" {
+                continue;
+            }
+            let own = layer(top).unwrap_or_else(|| panic!("{top} is in no layer of LAYERS"));
+            for dep in imports(&std::fs::read_to_string(f).unwrap()) {
+                if dep == top {
+                    continue;
+                }
+                match layer(&dep) {
+                    Some(l) if l < own => {}
+                    _ => wrong.push(format!("{}: crate::{dep}", rel.display())),
+                }
+            }
+        }
+        wrong.sort();
+        wrong.dedup();
+        assert!(
+            wrong.is_empty(),
+            "imports from the same layer or above:\n{}",
+            wrong.join("\n")
+        );
+    }
+
+    #[test]
+    fn imports_are_read_from_paths_and_groups_not_comments() {
+        let text = "use crate::host::Host;\nuse crate::{config, report::Id};\n// crate::cli\nlet x = crate::state::unix_now(); // crate::phases";
+        assert_eq!(imports(text), ["host", "config", "report", "state"]);
+    }
+}

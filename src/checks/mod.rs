@@ -64,6 +64,23 @@ pub mod volume {
 
 pub mod workloads;
 
+/// Runs `read` (a read of the host's files) on a thread of the runtime's blocking pool,
+/// so that the gRPC calls awaited beside it progress meanwhile: containerd answers on one
+/// core while the guard reads `/proc` on the other. `span` names it under `-v`.
+pub async fn off_the_loop<T, F>(span: &'static str, host: &crate::host::Host, read: F) -> T
+where
+    T: Send + 'static,
+    F: Fn(&crate::host::Host) -> T + Clone + Send + 'static,
+{
+    let (on_thread, again) = (host.clone(), read.clone());
+    let run = move || tracing::debug_span!("read", what = span).in_scope(|| read(&on_thread));
+    match tokio::task::spawn_blocking(run).await {
+        Ok(done) => done,
+        // (never cancelled, and a panic aborts the guard; read here all the same)
+        Err(_) => again(host),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Words that mean a rules file reads or changes the host: files, processes, sockets,

@@ -135,7 +135,7 @@ pub fn task_bundles(host: &Host, state: &Path) -> Option<BTreeSet<String>> {
 /// `state`: containerd's state directory (its task bundles, see the module doc).
 pub async fn gather(host: &Host, conn: &Conn, state: &Path) -> Result<Workloads, String> {
     // The cgroup look runs on a thread of its own while containerd answers the lists.
-    let cgroups = crate::phases::off_the_loop("pod cgroups", host, pod_scan::look);
+    let cgroups = crate::checks::off_the_loop("pod cgroups", host, pod_scan::look);
     let bundles = task_bundles(host, state);
     let others = async {
         match bundles {

@@ -3,14 +3,11 @@
 //! without touching the volume or images. Run by `containerd-guard-hygiene.timer`.
 
 use super::{Context, Exit};
+use crate::containerd::config::ContainerdConfig;
 use crate::phases::runtime::Mode;
 use crate::report::Report;
 
-pub fn run(ctx: &Context, dry_run: bool) -> Exit {
-    let cd = match super::containerd_config(ctx) {
-        Ok(c) => c,
-        Err(exit) => return exit,
-    };
+pub fn run(ctx: &Context, cd: &ContainerdConfig, dry_run: bool) -> Exit {
     let mode = Mode {
         dry_run,
         ..Mode::HYGIENE
@@ -20,7 +17,7 @@ pub fn run(ctx: &Context, dry_run: bool) -> Exit {
     } else {
         "guard hygiene"
     };
-    match crate::phases::run_runtime(ctx, &cd, mode, command) {
+    match crate::phases::run_runtime(ctx, cd, mode, command) {
         Ok(gate) => super::finish(ctx, Report::new(gate.findings)),
         Err(e) => super::internal_error(&e),
     }

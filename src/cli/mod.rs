@@ -8,8 +8,9 @@ mod status;
 mod verify;
 mod volume;
 
-use crate::config::{ConfigError, Loaded};
+use crate::config::ConfigError;
 use crate::containerd::config::ContainerdConfig;
+pub use crate::context::Context;
 use crate::host::Host;
 use crate::report::{Report, Verdict};
 use crate::state::StateDir;
@@ -143,18 +144,6 @@ pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
 }
 
-/// Everything a subcommand needs, resolved once.
-pub struct Context {
-    pub host: Host,
-    pub loaded: Loaded,
-    pub json: bool,
-    /// The subcommand's name, for metrics and the journal (`volume`, `runtime`, ...).
-    pub command: &'static str,
-    /// NPD mode: nothing is written anywhere (journal, metrics, state).
-    pub npd: bool,
-    pub started: std::time::Instant,
-}
-
 fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
     use crate::config::units::{parse_duration, MAX_DURATION};
     parse_duration(text)
@@ -208,7 +197,9 @@ pub fn main() -> i32 {
         started: std::time::Instant::now(),
     };
     let exit = match cli.command {
-        Command::Volume { pre_start } => volume::run(&ctx, pre_start),
+        Command::Volume { pre_start } => {
+            with_containerd(&ctx, |cd| volume::run(&ctx, cd, pre_start))
+        }
         Command::Verify {
             npd: true, timeout, ..
         } => return verify::npd(&ctx, timeout),
@@ -217,9 +208,9 @@ pub fn main() -> i32 {
             force,
             dry_run,
             ..
-        } => verify::run(&ctx, repair, force, dry_run),
-        Command::Hygiene { dry_run } => hygiene::run(&ctx, dry_run),
-        Command::Runtime { force } => runtime::run(&ctx, force),
+        } => with_containerd(&ctx, |cd| verify::run(&ctx, cd, repair, force, dry_run)),
+        Command::Hygiene { dry_run } => with_containerd(&ctx, |cd| hygiene::run(&ctx, cd, dry_run)),
+        Command::Runtime { force } => with_containerd(&ctx, |cd| runtime::run(&ctx, cd, force)),
         Command::Status => status::run(&ctx),
         Command::Reset => reset::run(&ctx),
         Command::Config => config::run(&ctx),
@@ -227,15 +218,19 @@ pub fn main() -> i32 {
     exit as i32
 }
 
-/// containerd's config, named by `[containerd] config`; its errors are config errors.
-pub(crate) fn containerd_config(ctx: &Context) -> Result<ContainerdConfig, Exit> {
-    crate::phases::containerd_config(ctx).map_err(|e| {
-        eprintln!("guard: configuration error: {e}");
-        eprintln!(
-            "guard: (containerd's config, named by [containerd] config); nothing was checked"
-        );
-        Exit::Config
-    })
+/// Runs a command that checks containerd with containerd's config, named by `[containerd]
+/// config`; its errors are config errors: exit 3, nothing checked.
+fn with_containerd(ctx: &Context, command: impl FnOnce(&ContainerdConfig) -> Exit) -> Exit {
+    match ctx.containerd_config() {
+        Ok(cd) => command(&cd),
+        Err(e) => {
+            eprintln!("guard: configuration error: {e}");
+            eprintln!(
+                "guard: (containerd's config, named by [containerd] config); nothing was checked"
+            );
+            Exit::Config
+        }
+    }
 }
 
 /// `state_dir` for this boot, for `status` and `reset`.

@@ -3,19 +3,16 @@
 //! the restart budget. Exit 0 only when usable; 4 when terminal.
 
 use super::{Context, Exit};
+use crate::containerd::config::ContainerdConfig;
 use crate::phases::runtime::{End, Mode};
 use crate::report::Report;
 
-pub fn run(ctx: &Context, force: bool) -> Exit {
-    let cd = match super::containerd_config(ctx) {
-        Ok(c) => c,
-        Err(exit) => return exit,
-    };
+pub fn run(ctx: &Context, cd: &ContainerdConfig, force: bool) -> Exit {
     let mode = Mode {
         force,
         ..Mode::RUNTIME
     };
-    match crate::phases::run_runtime(ctx, &cd, mode, "guard runtime") {
+    match crate::phases::run_runtime(ctx, cd, mode, "guard runtime") {
         Ok(gate) => finish(ctx, Report::new(gate.findings), gate.end),
         Err(e) => super::internal_error(&e),
     }

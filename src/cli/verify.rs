@@ -2,23 +2,20 @@
 //! `--repair`, which applies phase 2's remedies within the same budget as `guard runtime`.
 
 use super::{Context, Exit};
+use crate::containerd::config::ContainerdConfig;
 use crate::phases::runtime::Mode;
 use crate::report::Report;
 use crate::state::{RuntimeFile, StateDir};
 use std::time::Duration;
 
-pub fn run(ctx: &Context, repair: bool, force: bool, dry_run: bool) -> Exit {
-    let cd = match super::containerd_config(ctx) {
-        Ok(c) => c,
-        Err(exit) => return exit,
-    };
+pub fn run(ctx: &Context, cd: &ContainerdConfig, repair: bool, force: bool, dry_run: bool) -> Exit {
     let mode = Mode {
         repair,
         force,
         dry_run,
         ..Mode::VERIFY
     };
-    match crate::phases::verify::run(ctx, &cd, mode) {
+    match crate::phases::verify::run(ctx, cd, mode) {
         Ok((report, end)) => super::runtime::finish(ctx, report, end),
         Err(e) => super::internal_error(&e),
     }
@@ -34,7 +31,7 @@ const NPD_MAX_OUTPUT: usize = 80;
 /// `guard verify --npd`: one read-only look, bounded by `timeout`, answered as NPD's
 /// custom plugins answer. Writes nothing (no journal, no metrics, no state).
 pub fn npd(ctx: &Context, timeout: Duration) -> i32 {
-    let cd = match crate::phases::containerd_config(ctx) {
+    let cd = match ctx.containerd_config() {
         Ok(c) => c,
         Err(e) => return npd_unknown(&format!("configuration error: {e}")),
     };

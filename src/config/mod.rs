@@ -13,7 +13,7 @@ pub mod units;
 pub use fragments::find_fragments;
 pub use schema::{
     ContainerdSettings, DeviceSpec, HoldSettings, MetricsSettings, OrphanSettings,
-    RemediationSettings, SandboxSettings, Settings, VolumeSettings,
+    RemediationSettings, SandboxSettings, Settings, VolumeSettings, DEFAULT_CONTAINERD_CONFIG,
 };
 
 use crate::host::Host;

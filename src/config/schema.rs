@@ -9,47 +9,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 use toml::Value;
 
-/// How the ephemeral volume is named in `[volume] device`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeviceSpec {
-    Label(String),
-    Uuid(String),
-    PartUuid(String),
-    PartLabel(String),
-    Path(PathBuf),
-}
+pub use crate::host::blockdev::DeviceSpec;
 
-impl DeviceSpec {
-    pub fn parse(text: &str) -> Option<DeviceSpec> {
-        let (tag, value) = match text.split_once('=') {
-            Some((tag, value)) if !value.is_empty() => (tag, value),
-            Some(_) => return None,
-            None if text.starts_with("/dev/") && text.len() > 5 => {
-                return Some(DeviceSpec::Path(PathBuf::from(text)))
-            }
-            None => return None,
-        };
-        Some(match tag {
-            "LABEL" => DeviceSpec::Label(value.into()),
-            "UUID" => DeviceSpec::Uuid(value.to_ascii_lowercase()),
-            "PARTUUID" => DeviceSpec::PartUuid(value.to_ascii_lowercase()),
-            "PARTLABEL" => DeviceSpec::PartLabel(value.into()),
-            _ => return None,
-        })
-    }
-}
-
-impl std::fmt::Display for DeviceSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DeviceSpec::Label(v) => write!(f, "LABEL={v}"),
-            DeviceSpec::Uuid(v) => write!(f, "UUID={v}"),
-            DeviceSpec::PartUuid(v) => write!(f, "PARTUUID={v}"),
-            DeviceSpec::PartLabel(v) => write!(f, "PARTLABEL={v}"),
-            DeviceSpec::Path(p) => write!(f, "{}", p.display()),
-        }
-    }
-}
+/// Where containerd reads its config when started without `--config`.
+pub const DEFAULT_CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -140,7 +103,7 @@ impl Default for Settings {
         Settings {
             state_dir: PathBuf::from("/run/containerd-guard"),
             containerd: ContainerdSettings {
-                config: PathBuf::from(crate::containerd::config::DEFAULT_CONFIG),
+                config: PathBuf::from(DEFAULT_CONTAINERD_CONFIG),
                 socket: None,
                 wait: Duration::from_secs(60),
                 restart: ["systemctl", "restart", "containerd.service"]

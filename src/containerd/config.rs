@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use toml::Value;
 
 /// The file containerd reads when started without `--config`.
-pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
+pub use crate::config::DEFAULT_CONTAINERD_CONFIG as DEFAULT_CONFIG;
 pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
 pub const DEFAULT_STATE: &str = "/run/containerd";
 pub const DEFAULT_ADDRESS: &str = "/run/containerd/containerd.sock";

@@ -14,5 +14,6 @@ pub mod image;
 pub mod oci;
 #[cfg(feature = "grpc")]
 pub mod pod;
+pub mod processes;
 #[cfg(feature = "grpc")]
 pub mod tasks;

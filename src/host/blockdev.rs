@@ -5,7 +5,6 @@
 
 use super::mountinfo::DevNum;
 use super::superblock::{read_identity, read_partition};
-use crate::config::DeviceSpec;
 use crate::host::Host;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -55,6 +54,48 @@ pub fn resolve(host: &Host, spec: &DeviceSpec) -> Lookup {
         };
     }
     scan_sysfs(host, spec, &link)
+}
+
+/// How the ephemeral volume is named in `[volume] device`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSpec {
+    Label(String),
+    Uuid(String),
+    PartUuid(String),
+    PartLabel(String),
+    Path(PathBuf),
+}
+
+impl DeviceSpec {
+    pub fn parse(text: &str) -> Option<DeviceSpec> {
+        let (tag, value) = match text.split_once('=') {
+            Some((tag, value)) if !value.is_empty() => (tag, value),
+            Some(_) => return None,
+            None if text.starts_with("/dev/") && text.len() > 5 => {
+                return Some(DeviceSpec::Path(PathBuf::from(text)))
+            }
+            None => return None,
+        };
+        Some(match tag {
+            "LABEL" => DeviceSpec::Label(value.into()),
+            "UUID" => DeviceSpec::Uuid(value.to_ascii_lowercase()),
+            "PARTUUID" => DeviceSpec::PartUuid(value.to_ascii_lowercase()),
+            "PARTLABEL" => DeviceSpec::PartLabel(value.into()),
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Label(v) => write!(f, "LABEL={v}"),
+            DeviceSpec::Uuid(v) => write!(f, "UUID={v}"),
+            DeviceSpec::PartUuid(v) => write!(f, "PARTUUID={v}"),
+            DeviceSpec::PartLabel(v) => write!(f, "PARTLABEL={v}"),
+            DeviceSpec::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
 }
 
 /// Every block device the kernel knows, read directly.

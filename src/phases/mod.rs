@@ -9,17 +9,8 @@ pub mod runtime;
 pub mod verify;
 pub mod volume;
 
-use crate::cli::Context;
 use crate::containerd::config::ContainerdConfig;
-
-/// Reads containerd's config named by `[containerd] config`. Its errors are configuration
-/// errors (exit 3): nothing is checked against a config the guard cannot read.
-pub fn containerd_config(ctx: &Context) -> Result<ContainerdConfig, String> {
-    // Imports are read in the same tree as the file (the OS being checked).
-    let tree = ctx.host.os_file("/");
-    crate::containerd::config::load_in(&tree, &ctx.loaded.settings.containerd.config)
-        .map_err(String::from)
-}
+use crate::context::Context;
 
 /// A value another thread is still working out: [`Later::get`] waits for it (once; every
 /// later call gets the same). `guard verify` reads its mount table beside phase 2.
@@ -93,23 +84,6 @@ pub fn run_runtime_with(
     }))
 }
 
-/// Runs `read` (a read of the host's files) on a thread of the runtime's blocking pool,
-/// so that the gRPC calls awaited beside it progress meanwhile: containerd answers on one
-/// core while the guard reads `/proc` on the other. `span` names it under `-v`.
-pub async fn off_the_loop<T, F>(span: &'static str, host: &crate::host::Host, read: F) -> T
-where
-    T: Send + 'static,
-    F: Fn(&crate::host::Host) -> T + Clone + Send + 'static,
-{
-    let (on_thread, again) = (host.clone(), read.clone());
-    let run = move || tracing::debug_span!("read", what = span).in_scope(|| read(&on_thread));
-    match tokio::task::spawn_blocking(run).await {
-        Ok(done) => done,
-        // (never cancelled, and a panic aborts the guard; read here all the same)
-        Err(_) => again(host),
-    }
-}
-
 /// Rewrites the Prometheus textfile (`[metrics] textfile`) after a command. The default
 /// path is written only when its directory exists (node_exporter is installed); a path an
 /// operator configured must be writable. Errors come back as the warning to report.
@@ -137,7 +111,7 @@ pub fn publish_metrics(
             .remedy("fix what `seen:` names (a read-only or full directory, one others may write, or state_dir), or set [metrics] textfile = \"\" to turn metrics off")
     };
     let state = crate::state::StateDir::open(&ctx.host, &settings.state_dir).map_err(warn)?;
-    let mut kept = state.read_metrics();
+    let mut kept: crate::metrics::Kept = state.read_metrics();
     let run = crate::metrics::Run {
         unix: crate::state::unix_now(),
         seconds: ctx.started.elapsed().as_secs_f64(),

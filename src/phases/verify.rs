@@ -3,8 +3,8 @@
 
 use super::runtime::{End, Mode};
 use crate::checks::volume::{facts, rules};
-use crate::cli::Context;
 use crate::containerd::config::ContainerdConfig;
+use crate::context::Context;
 use crate::phases::Later;
 use crate::report::Report;
 

@@ -32,8 +32,8 @@
 use crate::backoff::Backoff;
 use crate::checks::volume::facts::{self, VolumeFacts};
 use crate::checks::volume::rules::{evaluate, worth_waiting, Phase};
-use crate::cli::Context;
 use crate::containerd::config::ContainerdConfig;
+use crate::context::Context;
 use crate::host::blockdev::Lookup;
 use crate::host::Host;
 use crate::report::{Finding, Id, Report, Status};

@@ -176,9 +176,9 @@ impl StateDir {
         written.and(marker)
     }
 
-    /// What the metrics keep between commands; empty when unreadable (the metrics are a
-    /// view, never a reason to fail).
-    pub fn read_metrics(&self) -> crate::metrics::Kept {
+    /// What the metrics keep between commands (`metrics.json`, the metrics' own type);
+    /// empty when unreadable (the metrics are a view, never a reason to fail).
+    pub fn read_metrics<Kept: serde::de::DeserializeOwned + Default>(&self) -> Kept {
         self.read(METRICS_FILE)
             .ok()
             .flatten()
@@ -186,7 +186,7 @@ impl StateDir {
             .unwrap_or_default()
     }
 
-    pub fn save_metrics(&self, kept: &crate::metrics::Kept) -> Result<(), String> {
+    pub fn save_metrics(&self, kept: &impl serde::Serialize) -> Result<(), String> {
         let text = serde_json::to_vec_pretty(kept).map_err(|e| e.to_string())?;
         self.write(METRICS_FILE, &text)
     }

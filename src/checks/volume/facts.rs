@@ -2,9 +2,9 @@
 
 use crate::config::{DeviceSpec, Settings};
 use crate::containerd::client::{connect_within, ConnectError};
+use crate::containerd::processes::processes_for_root;
 use crate::host::blockdev::{self, BtrfsDevices, Lookup};
 use crate::host::mountinfo::{MountEntry, MountTable};
-use crate::host::proc::processes_for_root;
 use crate::host::Host;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -257,7 +257,7 @@ impl World for Node<'_> {
         let stale = async {
             match scope {
                 Scope::Full => Some(
-                    crate::phases::off_the_loop("stale facts", self.host, move |host| {
+                    crate::checks::off_the_loop("stale facts", self.host, move |host| {
                         let own = || own_mounts.as_ref().and_then(|m| m.get().cloned());
                         stale::gather(host, &stale_socket, &root, own)
                     })
