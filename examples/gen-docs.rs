@@ -122,7 +122,7 @@ fn files() -> Roff {
         ),
         (
             "/usr/share/doc/containerd-guard/",
-            "README.md (what to do after a failover, every finding id, every operator action), examples/ (the dracut config).",
+            "README.md (what to do after a failover, every finding id), docs/operator-actions.md (every operator action), docs/configuration.md, examples/ (the dracut config).",
         ),
     ] {
         roff.control("TP", []);

@@ -1,6 +1,6 @@
-//! README promises that only the fake world (`src/phases/runtime/tests.rs`) or nothing
-//! proved, on real components: Debian's containerd on temp paths, a real loop-mounted ext4
-//! volume, the built `guard`. Root only.
+//! Promises of README.md and docs/ that only the fake world (`src/phases/runtime/tests.rs`)
+//! or nothing proved, on real components: Debian's containerd on temp paths, a real
+//! loop-mounted ext4 volume, the built `guard`. Root only.
 
 mod support;
 
@@ -201,8 +201,8 @@ fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_rest
     assert_eq!(flock_holders(&lock_file), vec![holder.pid() as i32]);
 
     // The second guard (kubelet's ExecStartPre) may restart for real, but holds 3 s only.
-    // README: repairs serialise on the lock, "so one fault costs one restart however many
-    // guards see it"; `[hold] timeout`: "guard runtime blocks at most this long".
+    // docs/configuration.md: repairs serialise on the lock, "so one fault costs one restart
+    // however many guards see it"; `[hold] timeout`: "guard runtime blocks at most this long".
     let hold = Duration::from_secs(3);
     let cfg = n.config(
         &n.ctrd.restart_program(),
@@ -235,7 +235,7 @@ fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_rest
     hung.kill();
 }
 
-/// Where the README's default textfile lives: `/var/lib/prometheus/node-exporter/`.
+/// Where docs/fleet.md's default textfile lives: `/var/lib/prometheus/node-exporter/`.
 const DEFAULT_TEXTFILE_PARENT: &str = "/var/lib/prometheus";
 
 /// The guard run in a mount namespace of its own where `dir` (the test's) is
@@ -288,7 +288,7 @@ fn default_textfile_is_written_when_its_directory_exists_and_not_when_it_is_miss
     if !require_root(&["unshare", "mount"]) || !require_root(TOOLS) {
         return;
     }
-    // README: "default /var/lib/prometheus/node-exporter/containerd-guard.prom, Debian's
+    // docs/fleet.md: "default /var/lib/prometheus/node-exporter/containerd-guard.prom, Debian's
     // textfile directory, written only when that directory exists".
     let t = TempRoot::new();
     let prometheus = t.path().join("prometheus");
@@ -321,7 +321,7 @@ fn empty_textfile_writes_no_textfile_and_reports_no_metrics_warning() {
     if !require_root(&["unshare", "mount"]) || !require_root(TOOLS) {
         return;
     }
-    // README: "`textfile = \"\"` turns it off" (and the config's comment: "\"\" turns
+    // docs/fleet.md: "`textfile = \"\"` turns it off" (and docs/configuration.md: "\"\" turns
     // metrics off"), even where node_exporter's directory exists.
     let t = TempRoot::new();
     let prometheus = t.path().join("prometheus");
@@ -357,7 +357,8 @@ fn require_network_holds_while_cri_reports_the_network_not_ready_and_not_otherwi
     let pid = n.ctrd.pid();
 
     // README: `runtime.network` is "CRI NetworkReady; warn only, unless [hold]
-    // require_network = true"; `require_network = false` "does not block by default".
+    // require_network = true"; docs/configuration.md: `require_network = false` "does not
+    // block by default".
     let cfg = n.config(
         &restart,
         "[sandbox]\npull = false\n\n[hold]\nrequire_network = false\ntimeout = \"3s\"\n",
@@ -401,9 +402,10 @@ fn backoff_max_caps_the_wait_before_the_next_restart() {
     if !require_root(TOOLS) {
         return;
     }
-    // README: `backoff = "10s"  # doubles after each restart`, `backoff_max = "5m"`: the
-    // wait between two restarts is the doubled backoff, capped at backoff_max. Here the
-    // backoff alone would be an hour; the cap makes it 2 s, well within the 10 s hold.
+    // docs/configuration.md: `backoff = "10s"  # doubles after each restart`,
+    // `backoff_max = "5m"`: the wait between two restarts is the doubled backoff, capped at
+    // backoff_max. Here the backoff alone would be an hour; the cap makes it 2 s, well
+    // within the 10 s hold.
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:bmax", dead_port()));
     let cap = Duration::from_secs(2);
     let cfg = n.config(
@@ -491,8 +493,8 @@ fn volume_mount_refuses_a_device_with_no_filesystem_and_formats_nothing() {
     if !require_root(&["losetup", "mount"]) {
         return;
     }
-    // README: "`volume.mount` ... refuses a disk without a known filesystem"; the config:
-    // "mount the device when it is not mounted yet (never formats)".
+    // README: "`volume.mount` ... refuses a disk without a known filesystem";
+    // docs/configuration.md: "mount the device when it is not mounted yet (never formats)".
     let t = TempRoot::new();
     let img = support::mounts::Image::sparse(t.images().join("blank.img"), 64 << 20);
     // Bytes that are no filesystem's superblock, so "unchanged" means more than "still zero".
@@ -544,8 +546,9 @@ fn sandbox_image_override_passes_on_an_image_present_under_another_name_without_
     if !require_root(TOOLS) {
         return;
     }
-    // README: `[sandbox] image` overrides the sandbox image named in containerd's config.
-    // containerd's configured image is absent; the override names one that is there.
+    // docs/configuration.md: `[sandbox] image` overrides the sandbox image named in
+    // containerd's config. containerd's configured image is absent; the override names one
+    // that is there.
     let configured = format!("127.0.0.1:{}/guard/pause:configured", dead_port());
     let n = Node::healthy(&configured);
     let present = PauseImage::new(&format!(

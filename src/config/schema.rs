@@ -1,5 +1,5 @@
 //! The keys the guard accepts, their types, defaults and validation. Key names are part
-//! of the public contract (README documents them); add keys, never rename them.
+//! of the public contract (docs/configuration.md documents them); add keys, never rename them.
 
 use super::units::{
     format_duration, format_size, parse_duration, parse_size, DURATION_HELP, MAX_DURATION,

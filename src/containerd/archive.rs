@@ -4,7 +4,7 @@
 //! image needs is checked against its digest (OCI) or, for docker archives, the config
 //! against its file name and every layer against the config's diff IDs. A corrupt archive
 //! is refused with what did not match. The tar layer is the `tar` crate; the JSON is read
-//! as `serde_json` values (see README, "Dependencies", for why not `oci-spec`).
+//! as `serde_json` values (see docs/development.md, "Dependencies", for why not `oci-spec`).
 
 use super::oci::normalize_ref;
 use super::oci::{desc, diff_ids, is_index, manifest_parts, pick_manifest, sha256_digest, Desc};

@@ -6,9 +6,11 @@
 //! - [`command`]: runs the restart command (and `ctr images import`), bounded.
 //! - [`restore`]: import the sandbox image from a digest-verified archive.
 //! - [`pull`]: pull the sandbox image through CRI.
+//! - [`hygiene`]: delete a leaked task, kill an orphaned container cgroup.
 
 pub mod budget;
 pub mod command;
+pub mod hygiene;
 pub mod mount;
 pub mod pull;
 pub mod restore;

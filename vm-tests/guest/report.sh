@@ -106,7 +106,7 @@ block journal journalctl -b -o short-monotonic --no-hostname -u containerd-guard
   -u kubelet.service -u var-lib-containerd.mount -u vm-tests-hotplug.service -u vm-tests-bypass.service \
   -u vm-tests-scenario.service -u containerd-guard-hygiene.service -u vm-tests-kill.service
 if [ "$scenario" = healthy ]; then
-  # the boot-time cost the README quotes. The critical chain is drawn on the host from
+  # the boot-time cost docs/performance.md quotes. The critical chain is drawn on the host from
   # the units' timestamps above: systemd-analyze critical-chain took 6-12 s of the report
   # under TCG (it asks PID 1 for every unit's timestamps)
   echo "userspace_mono=$(systemctl show -p UserspaceTimestampMonotonic --value)"

@@ -21,6 +21,7 @@ use crate::containerd::tasks::{self, LiveTask};
 use crate::host::Host;
 use crate::phases::OwnMounts;
 use crate::remedies::command::run_argv;
+use crate::remedies::hygiene;
 use crate::remedies::pull;
 use crate::remedies::restore::{import_archive, Import};
 use crate::state::lock::{LockError, RepairLock};
@@ -113,8 +114,6 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// The hygiene families confirm a candidate with a second look this much later: CRI
 /// still says RUNNING for ~1.5 s after a shim dies (containerd 1.7).
 const SECOND_LOOK: Duration = Duration::from_secs(2);
-/// How long a killed cgroup may take to empty (measured: 14-45 ms).
-const REAP_WAIT: Duration = Duration::from_secs(5);
 
 /// The real node.
 pub struct Node<'a> {
@@ -301,46 +300,12 @@ impl World for Node<'_> {
 
     async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
         let conn = self.conn()?;
-        let now = workloads::gather(self.host, conn, &self.target.state).await?;
-        leaked_rules::still_leaked(leak, &now)?;
-        let (id, started) = (&leak.id, Instant::now());
-        tasks::delete(conn, K8S_NS, id)
-            .await
-            .map_err(String::from)?;
-        Ok(format!(
-            "deleted task {id} in {} ms",
-            started.elapsed().as_millis()
-        ))
+        hygiene::delete_task(self.host, conn, &self.target.state, leak).await
     }
 
     async fn reap(&mut self, condemned: &Condemned) -> Result<String, String> {
-        let cgroup = condemned.cgroup.as_str();
-        // The container must still have no live task: asked again right before the kill.
         let conn = self.conn()?;
-        let live = workloads::gather(self.host, conn, &self.target.state).await?;
-        let container = crate::host::cgroup::parse_container_cgroup(cgroup)
-            .ok_or_else(|| format!("{cgroup} is not a container cgroup"))?;
-        // and containerd itself, whatever the bundles and CRI say
-        let task = tasks::get(conn, K8S_NS, &container.container_id).await;
-        let task_live = task.map_err(String::from)?.is_some_and(|t| t.is_live());
-        if task_live
-            || live
-                .live_task_ids()
-                .contains(container.container_id.as_str())
-        {
-            let id = container.container_id;
-            return Err(format!("container {id} has a live task now: left alone"));
-        }
-        let host = self.host;
-        let still_ours = |pids: &[i32]| {
-            orphan_rules::still_condemned(condemned, &orphans::as_they_are(host, pids))
-        };
-        let started = Instant::now();
-        let killed = crate::host::cgroup::kill_cgroup(host, cgroup, &still_ours, REAP_WAIT)?;
-        Ok(format!(
-            "killed pids {killed:?} and removed the cgroup in {} ms",
-            started.elapsed().as_millis()
-        ))
+        hygiene::reap(self.host, conn, &self.target.state, condemned).await
     }
 
     async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
