@@ -499,6 +499,8 @@ fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
 /// what an orphan looks like to the rules. Killed and removed on drop.
 struct CgroupPayload {
     container_id: String,
+    /// Its pod's cgroup, made for it alone: removed whole when it is dropped.
+    pod: String,
     cgroup: String,
     pid: i32,
     child: std::process::Child,
@@ -507,7 +509,8 @@ struct CgroupPayload {
 impl CgroupPayload {
     fn start() -> CgroupPayload {
         let container_id = format!("{}{}", unique("", 32), unique("", 32));
-        let cgroup = format!("{}/{container_id}", pod_cgroup(&random_uuid()));
+        let pod = pod_cgroup(&random_uuid());
+        let cgroup = format!("{pod}/{container_id}");
         let child = std::process::Command::new("sleep")
             .arg("600")
             .spawn()
@@ -525,6 +528,7 @@ impl CgroupPayload {
         }
         CgroupPayload {
             container_id,
+            pod,
             cgroup,
             pid,
             child,
@@ -536,7 +540,7 @@ impl Drop for CgroupPayload {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        remove_cgroup_tree(&self.cgroup);
+        remove_cgroup_tree(&self.pod);
     }
 }
 
