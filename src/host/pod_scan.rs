@@ -9,7 +9,7 @@
 //! ([`ProcFiles`]), which costs about 40 µs a process on a cgroup v1 host
 //! (docs/performance.md).
 
-use super::cgroup::{container_cgroup_of, parse_container_cgroup, ContainerCgroup};
+use super::cgroup::{container_cgroup_of, parse_container_cgroup, parse_procs, ContainerCgroup};
 use super::proc::{pids, CGROUP_CAP};
 use super::proc_files::ProcFiles;
 use super::Host;
@@ -168,11 +168,9 @@ fn procs_in(dir: &Path) -> Vec<i32> {
         return Vec::new();
     }
     let whole = &text[..text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1)];
-    String::from_utf8_lossy(whole)
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .filter(|pid| *pid > 0)
-        .collect()
+    let mut pids = parse_procs(&String::from_utf8_lossy(whole));
+    pids.retain(|pid| *pid > 0);
+    pids
 }
 
 /// Every process in a kubelet container cgroup, by pid: one pass over `/proc`.

@@ -251,17 +251,9 @@ impl World for Node<'_> {
                 };
             }
         };
-        let (stale_socket, root) = (socket.clone(), self.target.root.clone());
-        let own_mounts = self.own_mounts.clone();
         let stale = async {
             match scope {
-                Scope::Full => Some(
-                    crate::checks::off_the_loop("stale facts", self.host, move |host| {
-                        let own = || own_mounts.as_ref().and_then(|m| m.get().cloned());
-                        stale::gather(host, &stale_socket, &root, own)
-                    })
-                    .await,
-                ),
+                Scope::Full => Some(self.stale_look(&socket).await),
                 Scope::Hygiene => None,
             }
         };
@@ -373,6 +365,19 @@ impl World for Node<'_> {
 }
 
 impl Node<'_> {
+    /// The stale check's facts of the containerd behind `socket`, read on the thread for
+    /// host reads; the guard's own mount table (when its caller reads one) stands in for
+    /// containerd's in the same mount namespace.
+    async fn stale_look(&self, socket: &Path) -> stale::StaleFacts {
+        let (socket, root) = (socket.to_path_buf(), self.target.root.clone());
+        let own_mounts = self.own_mounts.clone();
+        crate::checks::off_the_loop("stale facts", self.host, move |host| {
+            let own = || own_mounts.as_ref().and_then(|m| m.get().cloned());
+            stale::gather(host, &socket, &root, own)
+        })
+        .await
+    }
+
     /// The hygiene families' looks: a second one only when the first found a candidate.
     async fn hygiene_looks(&self, conn: &Conn) -> (Option<LeakedTaskFacts>, Option<OrphanFacts>) {
         let Ok(first) = workloads::gather(self.host, conn, &self.target.state).await else {
