@@ -17,7 +17,7 @@
 
 use crate::config::trust::Perms;
 use crate::report::{Report, Verdict};
-use crate::state::runtime::{Record, State};
+use crate::state::runtime::{Action, Outcome, Record, State};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -105,19 +105,21 @@ pub fn write_textfile(path: &Path, text: &[u8]) -> Result<(), String> {
 
 /// The kind and outcome a history record counts as, if it is a remedy.
 pub fn remedy_of(r: &Record) -> Option<(&'static str, &'static str)> {
-    let failed = r.outcome.contains("failed") || r.outcome.contains("did not finish");
-    let outcome = if failed { "failed" } else { "ok" };
-    match r.action.as_str() {
-        "restart" => Some(("restart", outcome)),
-        "refused-restart" => Some(("restart", "refused")),
-        "import" => Some(("restore-image", outcome)),
-        "refused-archive" => Some(("restore-image", "refused")),
-        "pull" if r.outcome.starts_with("pulled") => Some(("pull", "ok")),
-        "pull" => Some(("pull", "failed")),
-        "delete-task" => Some(("delete-task", outcome)),
-        "reap-orphans" => Some(("reap-orphans", outcome)),
-        _ => None,
-    }
+    let kind = match r.action {
+        Action::Restart => "restart",
+        Action::Import => "restore-image",
+        Action::Pull => "pull",
+        Action::DeleteTask => "delete-task",
+        Action::ReapOrphans => "reap-orphans",
+        Action::Other(_) => return None,
+    };
+    let outcome = match r.outcome {
+        // A restart the guard did not see end (it was stopped meanwhile) did run.
+        Outcome::Ok | Outcome::Started => "ok",
+        Outcome::Failed => "failed",
+        Outcome::Refused => "refused",
+    };
+    Some((kind, outcome))
 }
 
 /// The textfile: Prometheus text format, `# HELP`/`# TYPE` for each family, no timestamps.
@@ -232,13 +234,14 @@ mod tests {
     use super::*;
     use crate::report::{Finding, Id};
 
-    fn record(action: &str, outcome: &str) -> Record {
+    fn record(action: Action, outcome: Outcome, message: &str) -> Record {
         Record {
             uptime_ms: 0,
             unix: 0,
             item: "x".into(),
-            action: action.into(),
-            outcome: outcome.into(),
+            action,
+            outcome,
+            message: message.into(),
         }
     }
 
@@ -259,13 +262,19 @@ mod tests {
         );
         let mut state = State::fresh("boot");
         state.record(record(
-            "restart",
+            Action::Restart,
+            Outcome::Ok,
             "stale: `systemctl restart containerd` exited 0",
         ));
-        state.record(record("refused-restart", "running tasks: a"));
-        state.record(record("delete-task", "deleted in 30 ms"));
         state.record(record(
-            "reap-orphans",
+            Action::Restart,
+            Outcome::Refused,
+            "running tasks: a",
+        ));
+        state.record(record(Action::DeleteTask, Outcome::Ok, "deleted in 30 ms"));
+        state.record(record(
+            Action::ReapOrphans,
+            Outcome::Failed,
             "failed: pid 3 is no longer in /kubepods/x",
         ));
         state.terminal = Some(crate::state::runtime::Terminal {

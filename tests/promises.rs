@@ -1,4 +1,4 @@
-//! Promises of README.md and docs/ that only the fake world (`src/phases/runtime/tests.rs`)
+//! Promises of README.md and docs/ that only the fake world (`src/phases/runtime/tests/`)
 //! or nothing proved, on real components: Debian's containerd on temp paths, a real
 //! loop-mounted ext4 volume, the built `guard`. Root only.
 

@@ -64,6 +64,42 @@ pub mod volume {
 
 pub mod workloads;
 
+use crate::report::Id;
+
+/// Phase 2's families, as a run names those it covers. Each command's list is written
+/// once, in its `Mode` constant (`src/phases/runtime/mod.rs`); a run gathers the facts of
+/// its families only and reports their findings only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// containerd answers, CRI serves (`runtime.answers` is part of every run).
+    Runtime,
+    Stale,
+    SandboxImage,
+    LeakedTasks,
+    Orphans,
+    KillMode,
+}
+
+impl Family {
+    /// The family whose rules report `id`; `None` for phase 1's ids and the remedies'.
+    pub fn of(id: Id) -> Option<Family> {
+        match id {
+            Id::RuntimeAnswers
+            | Id::RuntimeVersion
+            | Id::RuntimePlugins
+            | Id::RuntimeCri
+            | Id::RuntimeNetwork
+            | Id::RuntimeHold => Some(Family::Runtime),
+            Id::RuntimeStale => Some(Family::Stale),
+            Id::RuntimeSandboxImage => Some(Family::SandboxImage),
+            Id::RuntimeLeakedTasks => Some(Family::LeakedTasks),
+            Id::RuntimeOrphans => Some(Family::Orphans),
+            Id::RuntimeKillMode => Some(Family::KillMode),
+            _ => None,
+        }
+    }
+}
+
 /// Runs `read` (a read of the host's files) on a thread of the runtime's blocking pool,
 /// so that the gRPC calls awaited beside it progress meanwhile: containerd answers on one
 /// core while the guard reads `/proc` on the other. `span` names it under `-v`.

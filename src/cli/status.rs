@@ -96,9 +96,9 @@ fn print_state(s: &State, budget: u32) {
         println!(
             "  uptime {:>6}s  {:<16} {}: {}",
             r.uptime_ms / 1000,
-            r.action,
+            r.word(),
             escape(&r.item),
-            escape(&r.outcome)
+            escape(&r.message)
         );
     }
 }

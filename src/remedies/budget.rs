@@ -64,7 +64,7 @@ pub fn decide(settings: &RemediationSettings, state: &State, now: Duration) -> D
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::runtime::{Record, Terminal};
+    use crate::state::runtime::{Action, Outcome, Record, Terminal};
 
     fn settings(budget: u32) -> RemediationSettings {
         RemediationSettings {
@@ -81,8 +81,9 @@ mod tests {
                 uptime_ms: t * 1000,
                 unix: 0,
                 item: "containerd".into(),
-                action: "restart".into(),
-                outcome: "ran".into(),
+                action: Action::Restart,
+                outcome: Outcome::Ok,
+                message: "ran".into(),
             });
         }
         s

@@ -322,7 +322,7 @@ pub fn unix_now() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::runtime::Record;
+    use super::runtime::{Action, Outcome, Record};
     use super::*;
 
     fn state_dir(tmp: &Path, boot: &str) -> StateDir {
@@ -338,8 +338,9 @@ mod tests {
             uptime_ms: 1,
             unix: 2,
             item: "containerd".into(),
-            action: "restart".into(),
-            outcome: "ok".into(),
+            action: Action::Restart,
+            outcome: Outcome::Ok,
+            message: "ok".into(),
         }
     }
 

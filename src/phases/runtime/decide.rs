@@ -13,7 +13,8 @@ use crate::checks::sandbox_image::facts::ImageFacts;
 use crate::checks::sandbox_image::rules as sandbox_image;
 use crate::checks::stale::facts::StaleFacts;
 use crate::checks::stale::rules as stale;
-use crate::report::{Finding, Status};
+use crate::checks::Family;
+use crate::report::{Finding, Id, Status};
 
 /// One look at the node: each family's facts. Only `runtime` (and `kill_mode`) when
 /// containerd is silent. This is the phase's gather list: a new family adds a field here.
@@ -27,11 +28,29 @@ pub struct Observation {
     pub kill_mode: KillModeFacts,
 }
 
-/// What a look covers: everything, or only the hygiene families (`guard hygiene`).
+/// The families a run covers (each command's list is its `Mode` constant). Whether
+/// containerd answers is part of every run: nothing else can be looked at without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Full,
-    Hygiene,
+pub struct Scope(pub &'static [Family]);
+
+impl Scope {
+    pub const ALL: Scope = Scope(&[
+        Family::Runtime,
+        Family::Stale,
+        Family::SandboxImage,
+        Family::LeakedTasks,
+        Family::Orphans,
+        Family::KillMode,
+    ]);
+
+    pub fn covers(self, family: Family) -> bool {
+        self.0.contains(&family)
+    }
+
+    /// Whether a check's finding belongs in this run's report.
+    pub fn reports(self, id: Id) -> bool {
+        id == Id::RuntimeAnswers || Family::of(id).is_some_and(|f| self.covers(f))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +64,15 @@ impl RestartReason {
         match self {
             RestartReason::Stale => "stale",
             RestartReason::NotAnswering => "not answering",
+        }
+    }
+
+    /// The family whose fault the restart mends: a run that does not cover it never
+    /// restarts for it.
+    pub fn family(self) -> Family {
+        match self {
+            RestartReason::Stale => Family::Stale,
+            RestartReason::NotAnswering => Family::Runtime,
         }
     }
 }

@@ -26,6 +26,7 @@ mod machine;
 mod tests;
 mod world;
 
+pub use crate::checks::Family;
 pub use decide::Scope;
 pub use machine::run;
 pub use world::{Node, Target, World};
@@ -40,8 +41,8 @@ pub struct Mode {
     pub force: bool,
     /// Say what would be done, change nothing (no lock, no state written).
     pub dry_run: bool,
-    /// Everything, or only the hygiene families (`guard hygiene`: never a restart, never
-    /// the volume or images).
+    /// The check families this command covers: its facts are gathered, its findings
+    /// reported, its remedies applied. Written once per command, below.
     pub scope: Scope,
     /// The whole run ends by then, answer or not (`guard verify --npd --timeout`).
     pub deadline: Option<std::time::Duration>,
@@ -54,7 +55,7 @@ impl Mode {
         repair: true,
         force: false,
         dry_run: false,
-        scope: Scope::Full,
+        scope: Scope::ALL,
         deadline: None,
     };
     /// `guard verify`: one read-only look.
@@ -63,16 +64,17 @@ impl Mode {
         repair: false,
         force: false,
         dry_run: false,
-        scope: Scope::Full,
+        scope: Scope::ALL,
         deadline: None,
     };
-    /// `guard hygiene`: leaked tasks and orphans only.
+    /// `guard hygiene`: leaked tasks and orphans only; never a restart, never the volume
+    /// or images.
     pub const HYGIENE: Mode = Mode {
         hold: false,
         repair: true,
         force: false,
         dry_run: false,
-        scope: Scope::Hygiene,
+        scope: Scope(&[Family::LeakedTasks, Family::Orphans]),
         deadline: None,
     };
 

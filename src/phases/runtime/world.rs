@@ -11,7 +11,7 @@ use crate::checks::orphans::rules::{self as orphan_rules, Condemned};
 use crate::checks::runtime::facts::{self as runtime, RuntimeFacts};
 use crate::checks::sandbox_image::facts::{self as sandbox_image, Wanted};
 use crate::checks::stale::facts as stale;
-use crate::checks::workloads;
+use crate::checks::{workloads, Family};
 use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::containerd::client::{self, Conn, K8S_NS};
@@ -222,11 +222,11 @@ impl World for Node<'_> {
         let display = self.target.socket.display().to_string();
         let waited =
             || format_duration(Duration::from_millis(started.elapsed().as_millis() as u64));
-        let kill_mode = match scope {
-            Scope::Full => {
+        let kill_mode = match scope.covers(Family::KillMode) {
+            true => {
                 tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
             }
-            Scope::Hygiene => KillModeFacts::NotSystemd,
+            false => KillModeFacts::NotSystemd,
         };
         self.conn = None;
         let connected = client::connect_answering(&socket, wait, CALL_TIMEOUT)
@@ -252,24 +252,29 @@ impl World for Node<'_> {
             }
         };
         let stale = async {
-            match scope {
-                Scope::Full => Some(self.stale_look(&socket).await),
-                Scope::Hygiene => None,
+            match scope.covers(Family::Stale) {
+                true => Some(self.stale_look(&socket).await),
+                false => None,
             }
         };
         // The families ask containerd concurrently (one HTTP/2 channel): a look costs the
         // slowest family's round trips, not the sum of all of them.
         let image = async {
-            match scope {
-                Scope::Full => Some(sandbox_image::gather(&conn, &self.target.image).await),
-                Scope::Hygiene => None,
+            match scope.covers(Family::SandboxImage) {
+                true => Some(sandbox_image::gather(&conn, &self.target.image).await),
+                false => None,
+            }
+        };
+        let hygiene = async {
+            match scope.covers(Family::LeakedTasks) || scope.covers(Family::Orphans) {
+                true => self.hygiene_looks(&conn).await,
+                false => (None, None),
             }
         };
         // (in this order: the hygiene looks' pass over the cgroups gets the thread for
         // host reads first, the stale facts wait there for `guard verify`'s mount table)
         let ((leaked_tasks, orphans), stale, image, answering) = tokio::join!(
-            self.hygiene_looks(&conn)
-                .instrument(tracing::debug_span!("hygiene looks")),
+            hygiene.instrument(tracing::debug_span!("hygiene looks")),
             stale,
             image.instrument(tracing::debug_span!("sandbox_image facts")),
             runtime::gather(&conn, version).instrument(tracing::debug_span!("runtime facts")),

@@ -1,0 +1,116 @@
+//! The sandbox image: imported from `[sandbox] archives` first, then pulled through CRI
+//! where the config allows, each attempt bounded and recorded.
+
+use super::{Machine, Step, World};
+use crate::remedies::restore::Import;
+use crate::report::{Finding, Id};
+use crate::state::runtime::{Action, Outcome};
+use std::time::Duration;
+
+impl<W: World> Machine<'_, W> {
+    pub(super) async fn restore(&mut self) -> Step {
+        if !self.archives_tried {
+            self.archives_tried = true;
+            if self.import_archives().await {
+                return Step::Observe;
+            }
+        }
+        match self.s.sandbox.pull && self.pulls < self.s.sandbox.pull_attempts {
+            true => Step::Pull,
+            false => Step::Hold,
+        }
+    }
+
+    /// Tries each `[sandbox] archives` entry in order until one imports. True if one did.
+    async fn import_archives(&mut self) -> bool {
+        let wanted = self.w.image_name();
+        let mut tried = Vec::new();
+        let mut restored = false;
+        for a in self.s.sandbox.archives.clone() {
+            let item = a.display().to_string();
+            if !self.w.archive_present(&a) {
+                tried.push(format!("{item}: not there"));
+                continue;
+            }
+            crate::notify::status(&format!("importing {wanted} from {item}"));
+            match self.w.import(&a).await {
+                Import::Imported(text) => {
+                    self.record(&item, Action::Import, Outcome::Ok, &text);
+                    tried.push(text);
+                    restored = true;
+                    break;
+                }
+                Import::Refused(why) => {
+                    self.record(&item, Action::Import, Outcome::Refused, &why);
+                    tried.push(format!("REFUSED: {why}"));
+                }
+                Import::Failed(why) => {
+                    let failed = format!("failed: {why}");
+                    self.record(&item, Action::Import, Outcome::Failed, &failed);
+                    tried.push(format!("import failed: {why}"));
+                }
+            }
+        }
+        let f = self.restore_finding(restored, &wanted);
+        self.set(tried.into_iter().fold(f, Finding::evidence));
+        let _ = self.save();
+        restored
+    }
+
+    fn restore_finding(&self, restored: bool, wanted: &str) -> Finding {
+        const ID: Id = Id::RemedyRestoreImage;
+        if restored {
+            Finding::pass(ID, format!("restored {wanted} from an archive"))
+        } else if self.s.sandbox.archives.is_empty() {
+            Finding::skip(ID, "no [sandbox] archives configured")
+        } else {
+            Finding::warn(ID, format!("no archive restored {wanted}"))
+                .remedy("replace the archive with a good copy of the sandbox image")
+        }
+    }
+
+    /// One bounded CRI pull; between attempts the lock is released and the node looked at
+    /// again (another guard may have restored the image).
+    pub(super) async fn pull(&mut self) -> Step {
+        self.pulls += 1;
+        let (attempt, attempts) = (self.pulls, self.s.sandbox.pull_attempts);
+        let reference = self.w.image_reference();
+        crate::notify::status(&format!(
+            "pulling {reference} through CRI, attempt {attempt} of {attempts}"
+        ));
+        crate::notify::extend_timeout(self.s.sandbox.pull_timeout + Duration::from_secs(30));
+        match self.w.pull().await {
+            Ok(text) => {
+                self.record(&reference, Action::Pull, Outcome::Ok, &text);
+                self.set(Finding::pass(Id::RemedyPull, text));
+                let _ = self.save();
+                return Step::Observe;
+            }
+            Err(e) => {
+                let line = format!("attempt {attempt}: {e}");
+                self.record(&reference, Action::Pull, Outcome::Failed, &line);
+                self.pull_errors.push(line);
+            }
+        }
+        let f = Finding::warn(
+            Id::RemedyPull,
+            format!("could not pull {reference} through CRI"),
+        )
+        .remedy(
+            "check the registry and containerd's registry configuration, or ship the image \
+                 as an archive",
+        );
+        self.set(self.pull_errors.iter().cloned().fold(f, Finding::evidence));
+        let _ = self.save();
+        if attempt >= attempts || (self.mode.hold && self.left().is_zero()) {
+            return Step::Hold;
+        }
+        self.unlock();
+        let pause = self
+            .pull_pause
+            .next()
+            .min(self.left().max(Duration::from_millis(100)));
+        self.w.sleep(pause).await;
+        Step::Observe
+    }
+}

@@ -1,0 +1,295 @@
+//! The transitions of phase 2 (see the diagram in `../mod.rs`). Each step is one function
+//! that returns the next step; only [`World`] touches the outside. This file is the step
+//! loop and its decisions; the steps that act live beside it, one concern per file:
+//! `records.rs` (the repair lock and the state file), `restart.rs` (containerd restarts
+//! within the budget), `image.rs` (the sandbox image: archives, then pulls) and
+//! `hygiene.rs` (leaked tasks, orphans, and the dry run's account of every remedy).
+
+mod hygiene;
+mod image;
+mod records;
+mod restart;
+
+use super::decide::{first_failure, judge, Observation, Plan, RestartReason};
+use super::world::World;
+use super::{End, Family, Gate, Mode};
+use crate::backoff::Backoff;
+use crate::checks::runtime::rules::Knobs;
+use crate::config::units::format_duration;
+use crate::config::Settings;
+use crate::report::{Finding, Id};
+use crate::state::runtime::{State, Terminal};
+use crate::state::RuntimeFile;
+use std::time::Duration;
+
+/// Read-only `guard verify` does not wait long for a silent containerd.
+const VERIFY_WAIT: Duration = Duration::from_secs(5);
+/// A terminal guard only looks, briefly, to show the checks: exit 4 stays immediate.
+const TERMINAL_WAIT: Duration = Duration::from_secs(1);
+
+enum Step {
+    Begin,
+    Observe,
+    Decide(Box<Observation>),
+    Restart(RestartReason),
+    Hygiene(Box<Plan>),
+    Restore,
+    Pull,
+    Hold,
+    Finish(End),
+}
+
+struct Machine<'a, W: World> {
+    w: &'a mut W,
+    s: &'a Settings,
+    knobs: Knobs,
+    mode: Mode,
+    command: &'a str,
+    /// Boot-clock time when a holding run gives up.
+    deadline: Duration,
+    /// The checks of the last observation.
+    checks: Vec<Finding>,
+    /// One finding per remedy id; the latest wins.
+    remedies: Vec<Finding>,
+    /// This boot's state, as loaded under the repair lock (repairing runs only).
+    state: Option<State>,
+    locked: bool,
+    terminal: Option<Terminal>,
+    failure: String,
+    archives_tried: bool,
+    /// Leaked tasks and orphans are cleaned up once per run.
+    hygiene_done: bool,
+    /// What a restart would risk (`runtime.kill-mode`), named by the restart remedy.
+    restart_risks: Vec<String>,
+    pulls: u32,
+    pull_errors: Vec<String>,
+    poll: Backoff,
+    pull_pause: Backoff,
+}
+
+/// Runs phase 2 to its end. `command` names the run in the state file.
+pub async fn run<W: World>(w: &mut W, s: &Settings, mode: Mode, command: &str) -> Gate {
+    let mut m = Machine::new(w, s, mode, command);
+    let mut step = Step::Begin;
+    loop {
+        step = match step {
+            Step::Begin => m.begin(),
+            Step::Observe => m.observe().await,
+            Step::Decide(obs) => m.decide(&obs),
+            Step::Restart(reason) => m.restart(reason).await,
+            Step::Hygiene(plan) => m.hygiene(&plan).await,
+            Step::Restore => m.restore().await,
+            Step::Pull => m.pull().await,
+            Step::Hold => m.hold().await,
+            Step::Finish(end) => return m.finish(end).await,
+        }
+    }
+}
+
+impl<'a, W: World> Machine<'a, W> {
+    fn new(w: &'a mut W, s: &'a Settings, mode: Mode, command: &'a str) -> Self {
+        let hold = if mode.hold {
+            s.hold.timeout
+        } else {
+            Duration::ZERO
+        };
+        let deadline = w.now() + hold;
+        let knobs = Knobs {
+            require_network: s.hold.require_network,
+            snapshotter: w.snapshotter(),
+        };
+        Machine {
+            w,
+            s,
+            knobs,
+            mode,
+            command,
+            deadline,
+            checks: Vec::new(),
+            remedies: Vec::new(),
+            state: None,
+            locked: false,
+            terminal: None,
+            failure: String::new(),
+            archives_tried: false,
+            hygiene_done: false,
+            restart_risks: Vec::new(),
+            pulls: 0,
+            pull_errors: Vec::new(),
+            poll: Backoff::new(Duration::from_millis(200), Duration::from_secs(5)),
+            pull_pause: Backoff::new(Duration::from_secs(1), Duration::from_secs(10)),
+        }
+    }
+
+    fn set(&mut self, f: Finding) {
+        self.remedies.retain(|old| old.id != f.id);
+        self.remedies.push(f);
+    }
+
+    fn left(&self) -> Duration {
+        self.deadline.saturating_sub(self.w.now())
+    }
+
+    /// Reads the state file without the lock: a terminal boot is reported at once, and a
+    /// read-only run only reports what the file says.
+    fn begin(&mut self) -> Step {
+        match self.w.read_state() {
+            RuntimeFile::Current(s) if s.terminal.is_some() => {
+                if self.mode.acts() {
+                    self.terminal = s.terminal;
+                } else {
+                    let reason = s.terminal.map(|t| t.reason).unwrap_or_default();
+                    self.set(
+                        Finding::warn(Id::RemedyBudget, "the guard is terminal for this boot")
+                            .evidence(reason)
+                            .remedy("fix the cause, then `guard reset`"),
+                    );
+                }
+            }
+            RuntimeFile::Corrupt(problem) if !self.mode.acts() => self.set(
+                Finding::warn(
+                    Id::RemedyBudget,
+                    "the state file is corrupt (no restart budget left this boot)",
+                )
+                .evidence(problem),
+            ),
+            _ => {}
+        }
+        Step::Observe
+    }
+
+    async fn observe(&mut self) -> Step {
+        if self.mode.acts() && self.terminal.is_none() && !self.locked {
+            if let Err(end) = self.lock().await {
+                return Step::Finish(end);
+            }
+        }
+        crate::notify::status("checking containerd");
+        let obs = self.w.observe(self.wait(), self.mode.scope).await;
+        Step::Decide(Box::new(obs))
+    }
+
+    /// How long this look waits for containerd to answer: never past the hold, but at
+    /// least 1 s.
+    fn wait(&self) -> Duration {
+        let wait = match (self.terminal.is_some(), self.mode.repair) {
+            (true, _) => TERMINAL_WAIT,
+            (false, true) => self.s.containerd.wait,
+            (false, false) => self.s.containerd.wait.min(VERIFY_WAIT),
+        };
+        match self.mode.hold {
+            true => wait.min(self.left()).max(Duration::from_secs(1)),
+            false => wait,
+        }
+    }
+
+    fn decide(&mut self, obs: &Observation) -> Step {
+        // Leaked tasks and orphans hold kubelet only where nothing else will: a holding
+        // run (kubelet's gate) reports them as warnings and cleans them up.
+        let (checks, plan) = judge(&self.knobs, !self.mode.hold, obs);
+        let scope = self.mode.scope;
+        self.checks = checks.into_iter().filter(|f| scope.reports(f.id)).collect();
+        self.restart_risks = plan.restart_risks.clone();
+        if let Some(t) = &self.terminal {
+            self.set(
+                Finding::fail(
+                    Id::RemedyBudget,
+                    "TERMINAL: the guard will not act again this boot",
+                )
+                .evidence(t.reason.clone())
+                .remedy("fix the cause, then run `guard reset` (or reboot)"),
+            );
+            return Step::Finish(End::Terminal);
+        }
+        let failure = first_failure(&self.checks);
+        self.failure = failure.clone().unwrap_or_default();
+        if self.mode.dry_run {
+            self.dry_run(&plan);
+        }
+        if !self.mode.acts() {
+            return Step::Finish(if failure.is_some() {
+                End::Unusable
+            } else {
+                End::Usable
+            });
+        }
+        self.next_remedy(failure.is_some(), plan)
+    }
+
+    /// The remedy for this cycle: a restart first (a stale containerd's answers about
+    /// anything else describe the wrong filesystem), then hygiene once, then the image.
+    fn next_remedy(&mut self, failing: bool, plan: Plan) -> Step {
+        let scope = self.mode.scope;
+        if let (true, Some(reason)) = (failing, plan.restart) {
+            if scope.covers(reason.family()) {
+                return Step::Restart(reason);
+            }
+        }
+        if plan.has_hygiene() && !self.hygiene_done {
+            return Step::Hygiene(Box::new(plan));
+        }
+        let restore = plan.restore_image && scope.covers(Family::SandboxImage);
+        match (failing, restore) {
+            (false, _) => Step::Finish(End::Usable),
+            (true, true) => Step::Restore,
+            // (a run that does not hold, `guard hygiene` included, ends there: unusable)
+            (true, false) => Step::Hold,
+        }
+    }
+
+    async fn hold(&mut self) -> Step {
+        let left = self.left();
+        if !self.mode.hold || left.is_zero() {
+            if self.mode.hold {
+                let timeout = format_duration(self.s.hold.timeout);
+                self.set(
+                    Finding::fail(
+                        Id::RuntimeHold,
+                        format!("the node did not become usable within {timeout}"),
+                    )
+                    .evidence(self.failure.clone()),
+                );
+            }
+            return Step::Finish(End::Unusable);
+        }
+        self.unlock();
+        let pause = self.poll.next().min(left);
+        crate::notify::status(&format!(
+            "holding kubelet: {} ({}s left)",
+            self.failure,
+            left.as_secs()
+        ));
+        crate::notify::extend_timeout(pause + Duration::from_secs(30));
+        self.w.sleep(pause).await;
+        Step::Observe
+    }
+
+    /// Reports, and for a repairing run records the outcome in the state file (taking the
+    /// lock again briefly if it was let go) and the status line.
+    async fn finish(mut self, end: End) -> Gate {
+        if self.mode.acts() {
+            let summary = match end {
+                End::Usable => "usable".to_string(),
+                End::Terminal => {
+                    "TERMINAL: restart budget spent; `guard reset` after fixing".to_string()
+                }
+                End::Unusable => {
+                    let all: Vec<Finding> =
+                        self.checks.iter().chain(&self.remedies).cloned().collect();
+                    first_failure(&all)
+                        .map(|f| format!("NOT usable: {f}"))
+                        .unwrap_or_default()
+                }
+            };
+            // Before the findings are collected: a state file that cannot be saved is
+            // reported.
+            self.record_outcome(end, &summary).await;
+            self.w.write_status(&format!("{}: {summary}", self.command));
+            crate::notify::status(&summary);
+        }
+        self.unlock();
+        let mut findings = std::mem::take(&mut self.checks);
+        findings.append(&mut self.remedies);
+        Gate { findings, end }
+    }
+}

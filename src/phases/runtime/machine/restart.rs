@@ -1,0 +1,259 @@
+//! Restarting containerd: within the budget and its backoff, tied to the containerd
+//! proven stale, never over running tasks unless forced, terminal once spent.
+
+use super::{Machine, Step, World};
+use crate::config::units::format_duration;
+use crate::phases::runtime::decide::RestartReason;
+use crate::phases::runtime::End;
+use crate::remedies::budget::{self, Decision};
+use crate::remedies::command::{tie_restart, RestartTie};
+use crate::report::{Finding, Id};
+use crate::state::runtime::{Action, Outcome, Terminal};
+use std::time::Duration;
+
+impl<W: World> Machine<'_, W> {
+    /// The longest one restart may take: its command, then containerd's wait to answer.
+    pub(super) fn one_restart(&self) -> Duration {
+        self.s.containerd.restart_timeout + self.s.containerd.wait
+    }
+
+    pub(super) async fn restart(&mut self, reason: RestartReason) -> Step {
+        // A containerd that phase 1 held back this boot is down on purpose: restarting it
+        // would only run the failing volume check again and spend the budget.
+        if let Some(held) = self.w.phase1_held() {
+            self.set(
+                Finding::fail(
+                    Id::RemedyRestart,
+                    "not restarting containerd: phase 1 held it back this boot",
+                )
+                .evidence(held)
+                .remedy(
+                    "fix the volume (`guard status` says how): containerd's own Restart= \
+                     starts it again, or `systemctl restart containerd` at once",
+                ),
+            );
+            // Not a restart: the budget counts only restarts that ran.
+            let why = "phase 1 failed this boot";
+            self.record("containerd", Action::Restart, Outcome::Refused, why);
+            return Step::Finish(End::Unusable);
+        }
+        let now = self.w.now();
+        let decision = match &self.state {
+            Some(s) => budget::decide(&self.s.remediation, s, now),
+            None => Decision::Terminal {
+                reason: "no state file: cannot count restarts".into(),
+            },
+        };
+        match decision {
+            Decision::Terminal { reason: why } => self.go_terminal(why),
+            Decision::Wait { left, attempt } => self.back_off(left, attempt).await,
+            Decision::Allowed { attempt } => self.restart_now(reason, attempt).await,
+        }
+    }
+
+    fn go_terminal(&mut self, why: String) -> Step {
+        let void = self.state.as_ref().and_then(|s| s.void.clone());
+        let mut f = match void {
+            // Not spent: never known. The budget cannot be counted, so none is left.
+            Some(_) => Finding::fail(
+                Id::RemedyBudget,
+                "TERMINAL: the state file cannot be trusted, so no restart budget is left this boot",
+            )
+            .remedy(
+                "inspect the kept copy named above (it was not written by this guard as it \
+                 is), then `guard reset` to allow restarts again",
+            ),
+            None => Finding::fail(
+                Id::RemedyBudget,
+                "TERMINAL: restart budget spent; containerd will not be restarted again this boot",
+            )
+            .remedy(
+                "find out why restarts do not help (see the history in `guard status`), fix \
+                 it, then `guard reset`",
+            ),
+        }
+        .evidence(why.clone());
+        if let Some(s) = self.state.as_mut() {
+            for r in &s.restarts {
+                let line = format!("restart at uptime {}s: {}", r.uptime_ms / 1000, r.message);
+                f = f.evidence(line);
+            }
+            s.terminal = Some(Terminal {
+                unix: crate::state::unix_now(),
+                reason: why.clone(),
+            });
+        }
+        tracing::error!("TERMINAL: {why}");
+        self.set(f);
+        let _ = self.save();
+        Step::Finish(End::Terminal)
+    }
+
+    async fn back_off(&mut self, left: Duration, attempt: u32) -> Step {
+        let msg = format!(
+            "restart {attempt} of {} allowed in {} (backoff)",
+            self.s.remediation.restart_budget,
+            format_duration(Duration::from_millis(left.as_millis() as u64))
+        );
+        if self.mode.hold && left < self.left() {
+            crate::notify::status(&format!("holding: {}; {msg}", self.failure));
+            crate::notify::extend_timeout(left + Duration::from_secs(30));
+            tracing::info!("{msg}");
+            self.unlock();
+            self.w.sleep(left).await;
+            return Step::Observe;
+        }
+        self.set(
+            Finding::fail(
+                Id::RemedyBudget,
+                format!("containerd needs a restart but {msg}"),
+            )
+            .remedy("wait, or run the guard again later; it will not restart sooner"),
+        );
+        Step::Finish(End::Unusable)
+    }
+
+    async fn restart_now(&mut self, reason: RestartReason, attempt: u32) -> Step {
+        let old_pid = self.w.containerd_pid();
+        let tie = match self.tie(old_pid) {
+            Ok(tie) => tie,
+            Err(refusal) => {
+                self.set(refusal);
+                return Step::Finish(End::Unusable);
+            }
+        };
+        if reason == RestartReason::Stale && !self.mode.force {
+            if let Some(refusal) = self.tasks_refusal().await {
+                self.set(refusal);
+                return Step::Finish(End::Unusable);
+            }
+        }
+        let why = reason.text();
+        let budget = self.s.remediation.restart_budget;
+        crate::notify::status(&format!(
+            "restarting containerd ({why}), attempt {attempt} of {budget}"
+        ));
+        crate::notify::extend_timeout(self.one_restart());
+        // Counted before it runs: a crash mid-restart must not refund the budget. A restart
+        // the state file does not remember would not count: without a record, no restart.
+        let argv = self.s.containerd.restart.join(" ");
+        let running = format!("{why}: running `{argv}`");
+        self.record("containerd", Action::Restart, Outcome::Started, &running);
+        if let Err(e) = self.save() {
+            self.set(
+                Finding::fail(
+                    Id::RemedyBudget,
+                    "refused to restart containerd: the restart cannot be recorded",
+                )
+                .evidence(e)
+                .remedy("make state_dir writable (it is /run/containerd-guard by default)"),
+            );
+            return Step::Finish(End::Unusable);
+        }
+        let outcome = self.w.restart().await;
+        self.note_restart_outcome(why, attempt, outcome, old_pid, tie);
+        Step::Observe
+    }
+
+    /// The restart command must reach the containerd proven stale and no other runtime
+    /// (`remedies::command::tie_restart`). `Ok` carries the evidence line of a command
+    /// that may run; `Err` the refusal (never a restart, not counted in the budget).
+    fn tie(&mut self, pid: Option<i32>) -> Result<String, Finding> {
+        let cgroup = pid.and_then(|p| self.w.process_cgroup(p));
+        match tie_restart(&self.s.containerd.restart, pid, cgroup.as_deref()) {
+            RestartTie::Tied(line) | RestartTie::Untied(line) => Ok(line),
+            RestartTie::Refused(line) => {
+                self.record("containerd", Action::Restart, Outcome::Refused, &line);
+                Err(Finding::fail(
+                    Id::RemedyRestart,
+                    "refused to restart containerd: the restart command does not reach the \
+                     containerd proven stale",
+                )
+                .evidence(line)
+                .remedy(
+                    "set [containerd] restart to restart the unit this containerd runs in \
+                     (the evidence names its cgroup), or restart it by hand",
+                ))
+            }
+        }
+    }
+
+    /// A stale containerd that still runs tasks is not restarted (they would be orphaned)
+    /// unless `--force`; the refusal lists them.
+    async fn tasks_refusal(&mut self) -> Option<Finding> {
+        let blocking: Vec<String> = match self.w.running_tasks().await {
+            Ok(tasks) => tasks.iter().map(ToString::to_string).collect(),
+            Err(e) => vec![format!("cannot list tasks: {e}")],
+        };
+        if blocking.is_empty() {
+            return None;
+        }
+        let mut f = Finding::fail(
+            Id::RemedyRestart,
+            format!(
+                "refused to restart the stale containerd: it still runs {} task(s)",
+                blocking.len()
+            ),
+        )
+        .remedy(
+            "a restarted containerd would orphan them: drain the node, stop them, or rerun \
+             with --force",
+        );
+        for b in &blocking {
+            f = f.evidence(b.clone());
+        }
+        let f = self.with_risks(f);
+        let list = blocking.join(", ");
+        let line = format!("running tasks: {list}");
+        self.record("containerd", Action::Restart, Outcome::Refused, &line);
+        Some(f)
+    }
+
+    /// A restart of a containerd whose unit would orphan payloads says so.
+    fn with_risks(&self, f: Finding) -> Finding {
+        self.restart_risks.iter().fold(f, |f, r| {
+            f.evidence(format!("risk (runtime.kill-mode): {r}"))
+        })
+    }
+
+    fn note_restart_outcome(
+        &mut self,
+        why: &str,
+        attempt: u32,
+        outcome: Result<String, String>,
+        old_pid: Option<i32>,
+        tie: String,
+    ) {
+        let (text, ended) = match &outcome {
+            Ok(t) => (t.clone(), Outcome::Ok),
+            Err(t) => (t.clone(), Outcome::Failed),
+        };
+        if let Some(s) = self.state.as_mut() {
+            for last in [s.restarts.last_mut(), s.history.last_mut()]
+                .into_iter()
+                .flatten()
+            {
+                last.outcome = ended;
+                last.message = format!("{why}: {text}");
+            }
+        }
+        let _ = self.save();
+        let budget = self.s.remediation.restart_budget;
+        let f = match outcome {
+            Ok(_) => Finding::pass(
+                Id::RemedyRestart,
+                format!("restarted containerd ({why}), restart {attempt} of {budget} this boot"),
+            ),
+            Err(_) => Finding::warn(
+                Id::RemedyRestart,
+                format!("the restart command failed (restart {attempt} of {budget} this boot)"),
+            ),
+        };
+        let pid = old_pid.map_or("none".to_string(), |p| p.to_string());
+        let f = f
+            .evidence(text)
+            .evidence(format!("containerd pid before: {pid}"))
+            .evidence(tie);
+        self.set(self.with_risks(f));
+    }
+}

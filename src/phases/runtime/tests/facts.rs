@@ -1,0 +1,162 @@
+//! The facts each [`Looks`] stands for, as the families' gather steps would return them.
+
+use super::*;
+
+pub(super) const LEAKED: &str = "1eaked";
+
+pub(super) fn shim_killing_unit() -> KillModeFacts {
+    let show = "KillMode=process\nExecStartPre={ path=/usr/bin/pkill ; argv[]=/usr/bin/pkill -9 containerd-shim ; ignore_errors=yes }\n";
+    KillModeFacts::Units(vec![crate::checks::kill_mode::facts::parse_show(
+        "containerd.service",
+        show,
+        |_| None,
+    )])
+}
+
+pub(super) fn leak_facts(leak: bool) -> LeakedTaskFacts {
+    let mut w = Workloads::default();
+    if leak {
+        w.tasks.push(TaskInfo {
+            id: LEAKED.into(),
+            pid: 999,
+            status: TaskStatus::Stopped,
+            exited_unix: None,
+        });
+        // Only a container CRI knows as exited is kubelet's leak to clean up.
+        w.containers.push(CriContainer {
+            id: LEAKED.into(),
+            name: "kcm".into(),
+            sandbox_id: "s1".into(),
+            state: CriState::Exited,
+            pod: PodRef {
+                name: "kcm-node1".into(),
+                namespace: "kube-system".into(),
+                uid: "u1".into(),
+            },
+        });
+    }
+    LeakedTaskFacts {
+        first: w.clone(),
+        second: leak.then_some(w),
+    }
+}
+
+pub(super) fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
+    let mut look = OrphanLook::default();
+    if orphan {
+        look.processes.push(PodProcess {
+            info: ProcInfo {
+                pid: 77,
+                ppid: 1,
+                comm: "locker".into(),
+                cmdline: "/locker /data/lock".into(),
+                start_ticks: 5,
+                cgroup: String::new(),
+            },
+            cgroup: ContainerCgroup {
+                path: "/kubepods/besteffort/podu1/0rphan".into(),
+                container_id: "0rphan".into(),
+                pod_uid: "u1".into(),
+            },
+            shim: None,
+            age_secs: 9,
+            locks: vec!["/data/lock".into()],
+            listens: Vec::new(),
+            unread: None,
+            root_dirs: Vec::new(),
+        });
+    }
+    OrphanFacts {
+        first: look.clone(),
+        second: orphan.then_some(look),
+        reap,
+        runtimes: Default::default(),
+        containerd_root: "/var/lib/containerd".into(),
+    }
+}
+
+pub(super) fn observation(looks: Looks) -> Observation {
+    let runtime = |answering| RuntimeFacts {
+        socket: "/run/containerd/containerd.sock".into(),
+        answering,
+        waited: "0s".into(),
+        path_fault: None,
+    };
+    if looks == Looks::Silent {
+        return Observation {
+            runtime: runtime(Err("connect: connection refused".into())),
+            stale: None,
+            sandbox_image: None,
+            leaked_tasks: None,
+            orphans: None,
+            kill_mode: KillModeFacts::NotSystemd,
+        };
+    }
+    let ready = |kind: &str| Condition {
+        kind: kind.into(),
+        status: true,
+        reason: String::new(),
+        message: String::new(),
+    };
+    let answering = Answering {
+        version: Ok(("1.6.20".into(), "rev".into())),
+        plugins: Ok(Vec::new()),
+        cri_version: Ok("containerd 1.6.20 (API v1)".into()),
+        cri_conditions: Ok(vec![ready("RuntimeReady"), ready("NetworkReady")]),
+    };
+    Observation {
+        runtime: runtime(Ok(Box::new(answering))),
+        stale: Some(stale_facts(looks == Looks::Stale)),
+        sandbox_image: Some(image_facts(looks == Looks::ImageMissing)),
+        leaked_tasks: None,
+        orphans: None,
+        kill_mode: KillModeFacts::NotSystemd,
+    }
+}
+
+pub(super) fn stale_facts(stale: bool) -> StaleFacts {
+    let root = "/var/lib/containerd";
+    let db = "/var/lib/containerd/io.containerd.metadata.v1.bolt/meta.db";
+    let now = if stale { (9, 9) } else { (1, 2) };
+    StaleFacts {
+        pid: Ok(4321),
+        comm: "containerd".into(),
+        root: root.into(),
+        other_root: None,
+        dbs: Ok(vec![OpenDb {
+            fd: 3,
+            link: db.into(),
+            open: Ok(FileId { dev: 1, ino: 2 }),
+            expected: db.into(),
+            now: Ok(FileId {
+                dev: now.0,
+                ino: now.1,
+            }),
+            mnt_id: Some(30),
+            resolved: None,
+        }]),
+        mounts: MountTable::parse(
+            "21 1 254:1 / / rw - ext4 /dev/vda1 rw\n\
+             30 21 7:3 / /var/lib/containerd rw - ext4 /dev/loop3 rw\n",
+        )
+        .map(Into::into),
+    }
+}
+
+pub(super) fn image_facts(missing: bool) -> ImageFacts {
+    let state = match missing {
+        true => ImageState::Missing,
+        false => ImageState::Usable {
+            digest: "sha256:m".into(),
+            chain_id: "sha256:c".into(),
+        },
+    };
+    ImageFacts {
+        reference: "registry.k8s.io/pause:3.6".into(),
+        name: "registry.k8s.io/pause:3.6".into(),
+        source: "(containerd default)".into(),
+        snapshotter: "overlayfs".into(),
+        platform: "linux/amd64".into(),
+        state,
+    }
+}

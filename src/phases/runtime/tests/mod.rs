@@ -1,0 +1,338 @@
+//! Every transition of phase 2 against a fake world: no root, no containerd, no sleeping
+//! (the fake clock jumps), so each case runs in milliseconds. Most behaviours are also
+//! proven on a real containerd (`tests/runtime.rs`, `tests/faults_runtime.rs`,
+//! `tests/hygiene.rs`, `tests/promises.rs`: `--force` over running tasks, a restart's dry
+//! run, a live guard holding the lock past the hold, hygiene on a stale containerd). Two
+//! are proven only here: a failing `Tasks.Delete` (a real containerd cannot be made to
+//! fail one for a task it would delete) and restart evidence naming the kill-mode risk
+//! (its facts come from `systemctl show`, and the test host has no systemd as PID 1; the
+//! vm-tests' k3s scenario checks the `runtime.kill-mode` warning itself).
+
+mod facts;
+mod history;
+mod hygiene;
+mod image;
+mod restart;
+
+use super::decide::{Observation, Scope};
+use super::Family;
+use super::{run, End, Mode, World};
+use crate::checks::kill_mode::facts::KillModeFacts;
+use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
+use crate::checks::leaked_tasks::rules::Leak;
+use crate::checks::orphans::facts::{OrphanFacts, OrphanLook, PodProcess};
+use crate::checks::orphans::rules::Condemned;
+use crate::checks::runtime::facts::{Answering, Condition, RuntimeFacts};
+use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
+use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
+use crate::checks::workloads::Workloads;
+use crate::config::Settings;
+use crate::containerd::cri::{CriContainer, CriState, PodRef};
+use crate::containerd::tasks::LiveTask;
+use crate::containerd::tasks::{TaskInfo, TaskStatus};
+use crate::host::cgroup::ContainerCgroup;
+use crate::host::mountinfo::MountTable;
+use crate::host::proc::ProcInfo;
+use crate::remedies::restore::Import;
+use crate::report::{Finding, Status};
+use crate::state::lock::LockError;
+use crate::state::runtime::{Action, Outcome, State};
+use crate::state::{Loaded, RuntimeFile};
+use facts::*;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What containerd looks like to one observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Looks {
+    Healthy,
+    Stale,
+    Silent,
+    ImageMissing,
+}
+
+struct Fake {
+    clock: Duration,
+    /// The node as each observation sees it; the last one repeats.
+    looks: VecDeque<Looks>,
+    /// What a restart turns the node into.
+    after_restart: Option<Looks>,
+    /// What an import or a pull turns the node into.
+    after_restore: Looks,
+    tasks: Vec<LiveTask>,
+    state: Option<State>,
+    corrupt: bool,
+    saves_fail: bool,
+    /// How many more `try_lock` calls find the lock busy.
+    busy_for: u32,
+    locked: bool,
+    archive: Option<Import>,
+    pull_ok: bool,
+    phase1_held: Option<String>,
+    /// `[orphans] reap`.
+    reap: bool,
+    /// containerd's unit kills shims by name (`runtime.kill-mode` warns).
+    shim_killing_unit: bool,
+    /// A leaked task (and an orphan) present until deleted (reaped).
+    leak: bool,
+    orphan: bool,
+    delete_fails: bool,
+    // What happened:
+    deleted: u32,
+    reaped: u32,
+    restarts: u32,
+    /// containerd's `/proc/PID/cgroup`.
+    cgroup: String,
+    imports: u32,
+    pulls: u32,
+    slept: Vec<Duration>,
+    /// Sleeps taken while holding the lock (must be none).
+    slept_locked: u32,
+}
+
+impl Fake {
+    fn new(looks: &[Looks]) -> Fake {
+        Fake {
+            clock: Duration::from_secs(100),
+            looks: looks.iter().copied().collect(),
+            after_restart: None,
+            after_restore: Looks::Healthy,
+            tasks: Vec::new(),
+            state: None,
+            corrupt: false,
+            saves_fail: false,
+            busy_for: 0,
+            locked: false,
+            archive: None,
+            pull_ok: false,
+            phase1_held: None,
+            reap: true,
+            shim_killing_unit: false,
+            leak: false,
+            orphan: false,
+            delete_fails: false,
+            deleted: 0,
+            reaped: 0,
+            restarts: 0,
+            cgroup: "1:name=systemd:/system.slice/containerd.service\n".into(),
+            imports: 0,
+            pulls: 0,
+            slept: Vec::new(),
+            slept_locked: 0,
+        }
+    }
+
+    fn current(&self) -> Looks {
+        *self.looks.front().expect("at least one look")
+    }
+
+    /// From now on the node looks like `l`.
+    fn become_(&mut self, l: Looks) {
+        self.looks = VecDeque::from([l]);
+    }
+}
+
+impl World for Fake {
+    fn now(&self) -> Duration {
+        self.clock
+    }
+
+    async fn sleep(&mut self, d: Duration) {
+        if self.locked {
+            self.slept_locked += 1;
+        }
+        self.slept.push(d);
+        self.clock += d;
+    }
+
+    fn try_lock(&mut self) -> Result<(), LockError> {
+        if self.busy_for > 0 {
+            self.busy_for -= 1;
+            return Err(LockError::Busy(Some("4242".into())));
+        }
+        assert!(!self.locked, "the machine took a lock it already holds");
+        self.locked = true;
+        Ok(())
+    }
+
+    fn unlock(&mut self) {
+        self.locked = false;
+    }
+
+    fn read_state(&self) -> RuntimeFile {
+        match (&self.state, self.corrupt) {
+            (_, true) => RuntimeFile::Corrupt("runtime.json does not parse".into()),
+            (Some(s), _) => RuntimeFile::Current(s.clone()),
+            (None, _) => RuntimeFile::Absent,
+        }
+    }
+
+    fn load_state(&mut self) -> (State, Loaded) {
+        assert!(self.locked, "state loaded without the repair lock");
+        if self.corrupt {
+            let mut s = State::fresh("boot");
+            s.void = Some("the state file cannot be trusted".into());
+            return (
+                s,
+                Loaded::Corrupt {
+                    problem: "does not parse".into(),
+                    kept: PathBuf::from("runtime.json.corrupt"),
+                },
+            );
+        }
+        match &self.state {
+            Some(s) => (s.clone(), Loaded::Current),
+            None => (State::fresh("boot"), Loaded::Fresh(None)),
+        }
+    }
+
+    fn save_state(&mut self, state: &State) -> Result<(), String> {
+        assert!(self.locked, "state saved without the repair lock");
+        if self.saves_fail {
+            return Err("read-only file system".into());
+        }
+        self.corrupt = false;
+        self.state = Some(state.clone());
+        Ok(())
+    }
+
+    fn write_status(&mut self, _line: &str) {}
+
+    fn phase1_held(&self) -> Option<String> {
+        self.phase1_held.clone()
+    }
+
+    async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation {
+        let looks = self.current();
+        if self.looks.len() > 1 {
+            self.looks.pop_front();
+        }
+        if looks == Looks::Silent {
+            self.clock += wait;
+            return observation(looks);
+        }
+        let mut o = observation(looks);
+        if !scope.covers(Family::Stale) {
+            o.stale = None;
+        }
+        if !scope.covers(Family::SandboxImage) {
+            o.sandbox_image = None;
+        }
+        if self.leak || self.orphan {
+            self.clock += Duration::from_secs(2); // the second look
+        }
+        if self.shim_killing_unit {
+            o.kill_mode = shim_killing_unit();
+        }
+        o.leaked_tasks = Some(leak_facts(self.leak));
+        o.orphans = Some(orphan_facts(self.orphan, self.reap));
+        o
+    }
+
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
+        let id = &leak.id;
+        assert!(self.locked, "deleted a task without the repair lock");
+        if self.delete_fails {
+            return Err(format!(
+                "Tasks.Delete: FailedPrecondition: task {id} must be stopped"
+            ));
+        }
+        self.deleted += 1;
+        self.leak = false;
+        Ok(format!("deleted task {id}"))
+    }
+
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String> {
+        assert!(self.locked, "reaped without the repair lock");
+        self.reaped += 1;
+        self.orphan = false;
+        Ok(format!("killed cgroup {}", condemned.cgroup))
+    }
+
+    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
+        Ok(self.tasks.clone())
+    }
+
+    fn containerd_pid(&self) -> Option<i32> {
+        Some(4321)
+    }
+
+    fn process_cgroup(&self, _pid: i32) -> Option<String> {
+        Some(self.cgroup.clone())
+    }
+
+    async fn restart(&mut self) -> Result<String, String> {
+        self.restarts += 1;
+        if let Some(l) = self.after_restart {
+            self.become_(l);
+        }
+        Ok("`systemctl restart containerd.service` exited 0".into())
+    }
+
+    fn archive_present(&self, _archive: &Path) -> bool {
+        self.archive.is_some()
+    }
+
+    async fn import(&mut self, _archive: &Path) -> Import {
+        self.imports += 1;
+        let result = self
+            .archive
+            .clone()
+            .expect("import only of a present archive");
+        if matches!(result, Import::Imported(_)) {
+            self.become_(self.after_restore);
+        }
+        result
+    }
+
+    async fn pull(&mut self) -> Result<String, String> {
+        self.pulls += 1;
+        if self.pull_ok {
+            self.become_(self.after_restore);
+            return Ok("pulled registry.k8s.io/pause:3.6".into());
+        }
+        Err("CRI PullImage: Unavailable: connection refused".into())
+    }
+
+    fn image_reference(&self) -> String {
+        "registry.k8s.io/pause:3.6".into()
+    }
+
+    fn snapshotter(&self) -> String {
+        "overlayfs".into()
+    }
+}
+
+fn settings() -> Settings {
+    let mut s = Settings::default();
+    s.sandbox.archives = vec![PathBuf::from("/usr/lib/containerd-guard/images/pause.tar")];
+    s.sandbox.pull = true;
+    s.sandbox.pull_attempts = 2;
+    s
+}
+
+const RUNTIME: Mode = Mode::RUNTIME;
+const VERIFY: Mode = Mode::VERIFY;
+const REPAIR: Mode = Mode {
+    repair: true,
+    ..Mode::VERIFY
+};
+
+fn go(w: &mut Fake, s: &Settings, mode: Mode) -> (Vec<Finding>, End) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let gate = rt.block_on(run(w, s, mode, "guard runtime"));
+    assert!(!w.locked, "the repair lock outlived the run");
+    assert_eq!(w.slept_locked, 0, "slept while holding the repair lock");
+    (gate.findings, gate.end)
+}
+
+fn status(findings: &[Finding], id: &str) -> Status {
+    findings
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("no {id} in {findings:#?}"))
+        .status
+}
