@@ -147,6 +147,25 @@ mod layering {
         );
     }
 
+    /// A file its next reader can hold in mind: a large module is split by concern, a
+    /// large test module goes into its own `tests.rs` or `tests/`.
+    const MAX_LINES: usize = 400;
+
+    #[test]
+    fn no_source_file_is_longer_than_400_lines() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let mut long: Vec<String> = files
+            .iter()
+            .map(|f| (f, std::fs::read_to_string(f).unwrap().lines().count()))
+            .filter(|(_, n)| *n > MAX_LINES)
+            .map(|(f, n)| format!("{}: {n} lines", f.display()))
+            .collect();
+        long.sort();
+        assert!(long.is_empty(), "over {MAX_LINES} lines:\n{}", long.join("\n"));
+    }
+
     #[test]
     fn imports_are_read_from_paths_and_groups_not_comments() {
         let text = "use crate::host::Host;\nuse crate::{config, report::Id};\n// crate::cli\nlet x = crate::state::unix_now(); // crate::phases";

@@ -144,29 +144,41 @@ mod tests {
     ];
 
     /// Every rules file's code outside its tests (tests may read fixture files).
+    /// Every family's `rules.rs` and the files of its `rules/` folder (its tests aside),
+    /// and phase 2's decide step: the code that must do no I/O.
     fn rules_sources() -> Vec<(std::path::PathBuf, String)> {
         let checks = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/checks");
-        let mut out = Vec::new();
+        let mut files = vec![checks.join("../phases/runtime/decide.rs")];
         for family in std::fs::read_dir(&checks).unwrap().flatten() {
-            let rules = family.path().join("rules.rs");
-            if let Ok(text) = std::fs::read_to_string(&rules) {
-                let code = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
-                out.push((rules, code));
+            files.push(family.path().join("rules.rs"));
+            for part in std::fs::read_dir(family.path().join("rules"))
+                .into_iter()
+                .flatten()
+            {
+                files.extend(part.ok().map(|p| p.path()));
             }
         }
-        let decide = checks.join("../phases/runtime/decide.rs");
-        let text = std::fs::read_to_string(&decide).unwrap();
-        out.push((
-            decide,
-            text.split("#[cfg(test)]").next().unwrap().to_string(),
-        ));
-        out
+        files
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "rs") && !p.ends_with("tests.rs"))
+            .filter_map(|p| {
+                let text = std::fs::read_to_string(&p).ok()?;
+                let code = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
+                Some((p, code))
+            })
+            .collect()
     }
 
     #[test]
     fn rules_do_no_io() {
         let sources = rules_sources();
-        assert!(sources.len() >= 5, "found only {sources:?}");
+        assert!(sources.len() >= 8, "found only {sources:?}");
+        assert!(
+            sources
+                .iter()
+                .any(|(p, _)| p.ends_with("volume/rules/identity.rs")),
+            "the rules' own modules are read too: {sources:?}"
+        );
         for (path, code) in sources {
             for word in IO {
                 assert!(

@@ -31,6 +31,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod looks;
+
 /// What phase 2 acts on. Async methods talk to containerd or sleep; the rest are quick
 /// local reads and writes.
 #[allow(async_fn_in_trait)] // used with concrete types only, never as `dyn World`
@@ -367,74 +369,6 @@ impl World for Node<'_> {
     fn snapshotter(&self) -> String {
         self.target.image.snapshotter.clone()
     }
-}
-
-impl Node<'_> {
-    /// The stale check's facts of the containerd behind `socket`, read on the thread for
-    /// host reads; the guard's own mount table (when its caller reads one) stands in for
-    /// containerd's in the same mount namespace.
-    async fn stale_look(&self, socket: &Path) -> stale::StaleFacts {
-        let (socket, root) = (socket.to_path_buf(), self.target.root.clone());
-        let own_mounts = self.own_mounts.clone();
-        crate::checks::off_the_loop("stale facts", self.host, move |host| {
-            let own = || own_mounts.as_ref().and_then(|m| m.get().cloned());
-            stale::gather(host, &socket, &root, own)
-        })
-        .await
-    }
-
-    /// The hygiene families' looks: a second one only when the first found a candidate.
-    async fn hygiene_looks(&self, conn: &Conn) -> (Option<LeakedTaskFacts>, Option<OrphanFacts>) {
-        let Ok(first) = workloads::gather(self.host, conn, &self.target.state).await else {
-            return (None, None);
-        };
-        let first_look = tracing::debug_span!("orphan look")
-            .in_scope(|| orphans::look(self.host, first.clone()));
-        let mut orphans = OrphanFacts {
-            first: first_look,
-            second: None,
-            reap: self.settings.orphans.reap,
-            runtimes: Default::default(),
-            containerd_root: resolved(&self.host.path(&self.target.root)),
-        };
-        let mut leaks = LeakedTaskFacts {
-            first,
-            second: None,
-        };
-        let suspicious = !leaked_rules::candidates(&leaks.first).is_empty()
-            || !orphan_rules::candidates(&orphans.first).is_empty();
-        if suspicious {
-            tokio::time::sleep(SECOND_LOOK).await;
-            if let Ok(second) = workloads::gather(self.host, conn, &self.target.state).await {
-                orphans.second = Some(orphans::look(self.host, second.clone()));
-                leaks.second = Some(second);
-            }
-            let confirmed = orphan_rules::confirmed(&orphans);
-            let pids: Vec<i32> = confirmed.iter().map(|p| p.info.pid).collect();
-            let ids: BTreeSet<String> = confirmed
-                .iter()
-                .map(|p| p.cgroup.container_id.clone())
-                .collect();
-            orphans.runtimes = runtimes(conn, ids).await;
-            orphans::describe(self.host, &mut orphans.first, &pids).await;
-        }
-        (Some(leaks), Some(orphans))
-    }
-}
-
-/// The runtime containerd records for each container id (asked only for confirmed
-/// orphans' containers).
-async fn runtimes(conn: &Conn, ids: BTreeSet<String>) -> BTreeMap<String, Runtime> {
-    let mut out = BTreeMap::new();
-    for id in ids {
-        let runtime = match tasks::runtime_of(conn, K8S_NS, &id).await {
-            Ok(Some(name)) => Runtime::Named(name),
-            Ok(None) => Runtime::Gone,
-            Err(e) => Runtime::Unreadable(e.to_string()),
-        };
-        out.insert(id, runtime);
-    }
-    out
 }
 
 /// `path` with its symlinks resolved, as `mountinfo` shows it; as given when it cannot be.

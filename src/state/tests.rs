@@ -1,0 +1,111 @@
+use super::runtime::{Action, Outcome, Record};
+use super::*;
+
+fn state_dir(tmp: &Path, boot: &str) -> StateDir {
+    let host = Host::at(tmp);
+    let p = host.boot_id_path();
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, format!("{boot}\n")).unwrap();
+    StateDir::open(&host, Path::new("/run/containerd-guard")).unwrap()
+}
+
+fn restart_record() -> Record {
+    Record {
+        uptime_ms: 1,
+        unix: 2,
+        item: "containerd".into(),
+        action: Action::Restart,
+        outcome: Outcome::Ok,
+        message: "ok".into(),
+    }
+}
+
+#[test]
+fn round_trip_and_boot_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = state_dir(tmp.path(), "b1");
+    let (mut st, how) = s.load_runtime();
+    assert_eq!(how, Loaded::Fresh(None));
+    st.record(restart_record());
+    s.save_runtime(&st).unwrap();
+    let (again, how) = s.load_runtime();
+    assert_eq!(how, Loaded::Current);
+    assert_eq!(again.restarts.len(), 1);
+    let s2 = state_dir(tmp.path(), "b2");
+    let (st2, how) = s2.load_runtime();
+    assert_eq!(how, Loaded::Fresh(Some("b1".into())));
+    assert!(st2.restarts.is_empty());
+}
+
+#[test]
+fn reading_changes_nothing_and_loading_quarantines_a_corrupt_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = state_dir(tmp.path(), "b1");
+    std::fs::create_dir_all(s.dir()).unwrap();
+    std::fs::write(s.runtime_path(), b"{ not json").unwrap();
+    assert!(matches!(s.read_runtime(), RuntimeFile::Corrupt(_)));
+    assert!(s.runtime_path().exists(), "a read must not move the file");
+    let (st, how) = s.load_runtime();
+    assert!(matches!(how, Loaded::Corrupt { .. }), "{how:?}");
+    assert!(st.void.as_deref().unwrap().contains("cannot be trusted"));
+    assert!(s.corrupt_copy().exists());
+    // Saved, the void survives the next load: corrupt never becomes fresh.
+    s.save_runtime(&st).unwrap();
+    let (st, _) = s.load_runtime();
+    assert!(st.void.is_some());
+    assert!(s.reset().unwrap());
+    assert_eq!(s.load_runtime().1, Loaded::Fresh(None));
+    assert!(!s.reset().unwrap(), "nothing left to clear");
+}
+
+#[test]
+fn volume_record_and_marker_follow_the_verdict() {
+    use crate::report::{Finding, Id};
+    let tmp = tempfile::tempdir().unwrap();
+    let s = state_dir(tmp.path(), "b1");
+    let ok = Report::new(vec![Finding::pass(Id::VolumeMounted, "mounted")]);
+    s.record_volume(&ok).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(s.dir().join(VOLUME_MARKER)).unwrap(),
+        "b1\n"
+    );
+    assert_eq!(s.read_volume().unwrap().held_by(), None);
+    let bad = Report::new(vec![Finding::fail(Id::VolumeMounted, "not mounted")]);
+    s.record_volume(&bad).unwrap();
+    assert!(!s.dir().join(VOLUME_MARKER).exists());
+    let held = s.read_volume().unwrap().held_by().unwrap();
+    assert_eq!(held, "volume.mounted: not mounted");
+    let other_boot = state_dir(tmp.path(), "b2");
+    assert_eq!(
+        other_boot.read_volume(),
+        None,
+        "a record of another boot is ignored"
+    );
+}
+
+#[test]
+fn a_huge_state_file_is_refused_unread_as_corrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = state_dir(tmp.path(), "b1");
+    std::fs::create_dir_all(s.dir()).unwrap();
+    // 64 MiB of a valid-looking prefix, sparse: the reader must stop at the cap.
+    let f = std::fs::File::create(s.runtime_path()).unwrap();
+    std::io::Write::write_all(&mut &f, b"{\"format\": 1, \"boot_id\": \"b1\", ").unwrap();
+    f.set_len(64 << 20).unwrap();
+    match s.read_runtime() {
+        RuntimeFile::Corrupt(why) => assert!(why.contains("larger than the 1024 KiB"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_state_dir_that_is_a_file_holds_no_state_and_takes_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = state_dir(tmp.path(), "b1");
+    std::fs::create_dir_all(s.dir().parent().unwrap()).unwrap();
+    std::fs::write(s.dir(), b"").unwrap();
+    assert_eq!(s.read_runtime(), RuntimeFile::Absent);
+    let e = s.save_runtime(&State::fresh("b1")).unwrap_err();
+    assert!(e.contains("not a directory"), "{e}");
+    assert!(e.contains("set state_dir elsewhere"), "{e}");
+}
