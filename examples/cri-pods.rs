@@ -78,7 +78,9 @@ fn main() {
 }
 
 async fn client(socket: &str) -> Result<Client, String> {
-    let conn = connect(&PathBuf::from(socket), CALL_TIMEOUT).await?;
+    let conn = connect(&PathBuf::from(socket), CALL_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(RuntimeServiceClient::new(conn.channel.clone()))
 }
 

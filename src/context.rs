@@ -3,7 +3,7 @@
 //! and [`crate::cli`], so both read it and neither imports the other for it.
 
 use crate::config::Loaded;
-use crate::containerd::config::ContainerdConfig;
+use crate::containerd::config::{ContainerdConfig, LoadError};
 use crate::host::Host;
 
 /// Everything a subcommand needs, resolved once.
@@ -22,9 +22,8 @@ impl Context {
     /// containerd's config named by `[containerd] config`, with its imports read in the
     /// same tree (the OS being checked). Its errors are configuration errors (exit 3):
     /// nothing is checked against a config the guard cannot read.
-    pub fn containerd_config(&self) -> Result<ContainerdConfig, String> {
+    pub fn containerd_config(&self) -> Result<ContainerdConfig, LoadError> {
         let tree = self.host.os_file("/");
         crate::containerd::config::load_in(&tree, &self.loaded.settings.containerd.config)
-            .map_err(String::from)
     }
 }

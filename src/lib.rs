@@ -163,7 +163,11 @@ mod layering {
             .map(|(f, n)| format!("{}: {n} lines", f.display()))
             .collect();
         long.sort();
-        assert!(long.is_empty(), "over {MAX_LINES} lines:\n{}", long.join("\n"));
+        assert!(
+            long.is_empty(),
+            "over {MAX_LINES} lines:\n{}",
+            long.join("\n")
+        );
     }
 
     #[test]

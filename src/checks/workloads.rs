@@ -19,7 +19,7 @@
 //! CRI's word lags a shim's death by about 1.5 s (it learns from containerd's exit event);
 //! a payload orphaned in that window is found by the next look.
 
-use crate::containerd::client::{Conn, K8S_NS};
+use crate::containerd::client::{Conn, RpcError, K8S_NS};
 use crate::containerd::cri::{self, CriContainer, CriSandbox, CriState, PodRef};
 use crate::containerd::tasks::{self, TaskInfo};
 use crate::host::pod_scan::{self, InPod};
@@ -133,7 +133,7 @@ pub fn task_bundles(host: &Host, state: &Path) -> Option<BTreeSet<String>> {
 }
 
 /// `state`: containerd's state directory (its task bundles, see the module doc).
-pub async fn gather(host: &Host, conn: &Conn, state: &Path) -> Result<Workloads, String> {
+pub async fn gather(host: &Host, conn: &Conn, state: &Path) -> Result<Workloads, RpcError> {
     // The cgroup look runs on a thread of its own while containerd answers the lists.
     let cgroups = crate::checks::off_the_loop("pod cgroups", host, pod_scan::look);
     let bundles = task_bundles(host, state);

@@ -242,7 +242,7 @@ pub(crate) fn state_dir(ctx: &Context) -> Result<StateDir, Exit> {
 }
 
 /// The guard itself failed (not a check): said plainly, never a panic.
-pub(crate) fn internal_error(e: &str) -> Exit {
+pub(crate) fn internal_error(e: &impl std::fmt::Display) -> Exit {
     eprintln!("guard: internal error: {e}");
     Exit::CheckFailed
 }

@@ -41,7 +41,7 @@ pub fn npd(ctx: &Context, timeout: Duration) -> i32 {
     };
     match crate::phases::verify::run(ctx, &cd, mode) {
         Ok((report, _)) => npd_answer(ctx, &report),
-        Err(e) => npd_unknown(&e),
+        Err(e) => npd_unknown(&e.to_string()),
     }
 }
 

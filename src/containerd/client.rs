@@ -48,6 +48,11 @@ impl RpcError {
         RpcError::new(call, kind)
     }
 
+    /// No answer to `call` within `after`.
+    pub fn timeout(call: &str, after: Duration) -> RpcError {
+        RpcError::new(call, RpcErrorKind::Timeout(after))
+    }
+
     fn new(call: &str, kind: RpcErrorKind) -> RpcError {
         RpcError {
             call: call.to_string(),
@@ -99,11 +104,7 @@ impl std::fmt::Display for RpcError {
     }
 }
 
-impl From<RpcError> for String {
-    fn from(e: RpcError) -> String {
-        e.to_string()
-    }
-}
+impl std::error::Error for RpcError {}
 
 impl Conn {
     /// A request carrying this connection's deadline and, when given, the namespace header.
@@ -264,11 +265,19 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// The PID serving `socket`, from the peer credentials of a fresh connection (SO_PEERCRED):
 /// exact, unlike a search by process name. The connect is bounded: it runs on the
 /// runtime's one thread, before a restart, while the repair lock is held.
-pub fn peer_pid(socket: &Path) -> Result<i32, String> {
-    let s = connect_within(socket, PEER_CONNECT_BOUND).map_err(|e| e.to_string())?;
-    let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
-        .map_err(|e| format!("SO_PEERCRED on {}: {e}", socket.display()))?;
+pub fn peer_pid(socket: &Path) -> Result<i32, PeerError> {
+    let s = connect_within(socket, PEER_CONNECT_BOUND)?;
+    let cred = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)?;
     Ok(cred.pid())
+}
+
+/// Why the process behind a socket is unknown.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error("SO_PEERCRED: {0}")]
+    Credentials(#[from] nix::errno::Errno),
 }
 
 /// How long [`peer_pid`] waits for a listener with a full backlog to accept: containerd
@@ -299,6 +308,8 @@ impl std::fmt::Display for ConnectError {
         }
     }
 }
+
+impl std::error::Error for ConnectError {}
 
 /// Connects to a unix socket without ever blocking past `bound`. A blocking `connect` to a
 /// listener whose backlog is full waits until the server accepts, which a hung server never

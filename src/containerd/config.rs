@@ -62,12 +62,14 @@ pub fn socket(settings: &crate::config::Settings, cd: &ContainerdConfig) -> Path
 }
 
 /// Why containerd's config could not be taken.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LoadError {
     /// A file that is no config containerd could have started on: not a regular file,
     /// over [`CONFIG_CAP`], or too many imports. Nothing of it was read past the check.
+    #[error("{0}")]
     Refused(String),
     /// A regular file that cannot be read or is not a valid config (names file and key).
+    #[error("{0}")]
     Invalid(String),
 }
 
@@ -79,21 +81,16 @@ impl LoadError {
     }
 }
 
-impl From<LoadError> for String {
-    fn from(e: LoadError) -> String {
-        e.text().to_string()
-    }
-}
-
 /// The largest config file (or import) read; real ones are a few KiB.
 pub const CONFIG_CAP: u64 = 1 << 20;
 
 /// Reads containerd's config at `path` as the guard's own host sees it (`path` already
 /// mapped through the host root; its imports are read in the same tree). Errors name the
 /// file and key.
-pub fn load(path: &Path) -> Result<ContainerdConfig, String> {
-    let path = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    load_in(Path::new("/"), &path).map_err(String::from)
+pub fn load(path: &Path) -> Result<ContainerdConfig, LoadError> {
+    let path = std::path::absolute(path)
+        .map_err(|e| LoadError::Invalid(format!("{}: {e}", path.display())))?;
+    load_in(Path::new("/"), &path)
 }
 
 /// Reads containerd's config at `path` as a process whose root directory is `tree` sees

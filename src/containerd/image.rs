@@ -50,9 +50,26 @@ pub async fn snapshot_exists(conn: &Conn, snapshotter: &str, key: &str) -> Resul
     }
 }
 
+/// Why a blob of containerd's content store cannot be read or proven present.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+    #[error("{digest}: larger than 16 MiB, not a manifest")]
+    TooLarge { digest: String },
+    #[error("{digest}: content does not match its digest")]
+    NotItsDigest { digest: String },
+    #[error("{digest}: size {found} but the manifest says {want}")]
+    NotItsSize {
+        digest: String,
+        found: i64,
+        want: i64,
+    },
+}
+
 /// Reads `size` bytes of a blob from the start (0: all of it, at most 16 MiB), bounded by
 /// the connection's timeout.
-async fn read_content(conn: &Conn, d: &Desc, size: i64) -> Result<Vec<u8>, String> {
+async fn read_content(conn: &Conn, d: &Desc, size: i64) -> Result<Vec<u8>, BlobError> {
     let mut c = ContentClient::new(conn.channel.clone());
     let req = ReadContentRequest {
         digest: d.digest.clone(),
@@ -60,7 +77,7 @@ async fn read_content(conn: &Conn, d: &Desc, size: i64) -> Result<Vec<u8>, Strin
         size,
     };
     let call = format!("Read {}", d.digest);
-    let failed = |s: tonic::Status| RpcError::status(&call, &s).to_string();
+    let failed = |s: tonic::Status| BlobError::Rpc(RpcError::status(&call, &s));
     let work = async {
         let mut stream = c
             .read(conn.request(req, Some(K8S_NS)))
@@ -71,31 +88,33 @@ async fn read_content(conn: &Conn, d: &Desc, size: i64) -> Result<Vec<u8>, Strin
         while let Some(chunk) = stream.message().await.map_err(failed)? {
             data.extend_from_slice(&chunk.data);
             if data.len() > SMALL_BLOB_MAX {
-                return Err(format!("{}: larger than 16 MiB, not a manifest", d.digest));
+                let digest = d.digest.clone();
+                return Err(BlobError::TooLarge { digest });
             }
         }
         Ok(data)
     };
     tokio::time::timeout(conn.timeout, work)
         .await
-        .map_err(|_| format!("{call}: no answer in time"))?
+        .map_err(|_| RpcError::timeout(&call, conn.timeout))?
 }
 
 /// The largest blob read whole (index, manifest, config): anything larger is not one.
 const SMALL_BLOB_MAX: usize = 16 << 20;
 
 /// Reads a whole blob (small: index, manifest, config) and checks its digest.
-pub async fn read_blob(conn: &Conn, d: &Desc) -> Result<Vec<u8>, String> {
+pub async fn read_blob(conn: &Conn, d: &Desc) -> Result<Vec<u8>, BlobError> {
     let data = read_content(conn, d, 0).await?;
     if sha256_digest(&data) != d.digest {
-        return Err(format!("{}: content does not match its digest", d.digest));
+        let digest = d.digest.clone();
+        return Err(BlobError::NotItsDigest { digest });
     }
     Ok(data)
 }
 
 /// Proves a (possibly large) blob is present: its record (Info) and its first byte on disk,
 /// asked for at the same time.
-pub async fn blob_present(conn: &Conn, d: &Desc) -> Result<(), String> {
+pub async fn blob_present(conn: &Conn, d: &Desc) -> Result<(), BlobError> {
     let mut c = ContentClient::new(conn.channel.clone());
     let req = InfoRequest {
         digest: d.digest.clone(),
@@ -106,10 +125,11 @@ pub async fn blob_present(conn: &Conn, d: &Desc) -> Result<(), String> {
     let info = info?;
     if let Some(i) = info.info {
         if d.size > 0 && i.size != d.size {
-            return Err(format!(
-                "{}: size {} but the manifest says {}",
-                d.digest, i.size, d.size
-            ));
+            return Err(BlobError::NotItsSize {
+                digest: d.digest.clone(),
+                found: i.size,
+                want: d.size,
+            });
         }
     }
     first_byte.map(|_| ())

@@ -73,7 +73,9 @@ pub async fn start_host_network_pod(
     uid: &str,
     namespace: &str,
 ) -> Result<String, String> {
-    let conn = connect(socket, CONNECT_TIMEOUT).await?;
+    let conn = connect(socket, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut c = RuntimeServiceClient::new(conn.channel.clone());
     let config = HostNetworkPod {
         name,
@@ -95,7 +97,9 @@ pub async fn start_host_network_pod(
 
 /// StopPodSandbox then RemovePodSandbox, so nothing is left behind.
 pub async fn remove_pod(socket: &Path, id: &str) -> Result<(), String> {
-    let conn = connect(socket, CONNECT_TIMEOUT).await?;
+    let conn = connect(socket, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut c = RuntimeServiceClient::new(conn.channel.clone());
     let stop = StopPodSandboxRequest {
         pod_sandbox_id: id.to_string(),
@@ -114,7 +118,9 @@ pub async fn remove_pod(socket: &Path, id: &str) -> Result<(), String> {
 
 /// PodSandboxStatus's state name (`SANDBOX_READY` when the pause process runs).
 pub async fn sandbox_state(socket: &Path, id: &str) -> Result<String, String> {
-    let conn = connect(socket, CONNECT_TIMEOUT).await?;
+    let conn = connect(socket, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut c = RuntimeServiceClient::new(conn.channel.clone());
     let req = PodSandboxStatusRequest {
         pod_sandbox_id: id.to_string(),

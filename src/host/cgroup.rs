@@ -92,10 +92,30 @@ pub fn hierarchies(host: &Host, path: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Why a cgroup was not killed whole.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("no cgroup {0} on this host")]
+    Missing(String),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The caller's re-check said no, right before the signals: nothing was killed.
+    #[error("{0}")]
+    Refused(String),
+    #[error("{} still holds {pids:?}", dir.display())]
+    NotEmptied { dir: PathBuf, pids: Vec<i32> },
+}
+
+fn io(path: PathBuf) -> impl FnOnce(std::io::Error) -> CgroupError {
+    move |source| CgroupError::Io { path, source }
+}
+
 /// The pids in a cgroup directory (`cgroup.procs`).
-pub fn procs(dir: &Path) -> Result<Vec<i32>, String> {
-    let text = std::fs::read_to_string(dir.join("cgroup.procs"))
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn procs(dir: &Path) -> Result<Vec<i32>, CgroupError> {
+    let text = std::fs::read_to_string(dir.join("cgroup.procs")).map_err(io(dir.to_path_buf()))?;
     Ok(parse_procs(&text))
 }
 
@@ -115,18 +135,18 @@ pub fn kill_cgroup(
     path: &str,
     still_ours: &dyn Fn(&[i32]) -> Result<(), String>,
     wait: Duration,
-) -> Result<Vec<i32>, String> {
+) -> Result<Vec<i32>, CgroupError> {
     let dirs = hierarchies(host, path);
     let unified = host.sys("fs/cgroup/cgroup.controllers").exists();
     let main = dirs
         .iter()
         .find(|d| d.join("cgroup.procs").exists())
-        .ok_or_else(|| format!("no cgroup {path} on this host"))?;
+        .ok_or_else(|| CgroupError::Missing(path.to_string()))?;
     let pids = if unified {
         let pids = procs(main)?;
-        still_ours(&pids)?;
-        std::fs::write(main.join("cgroup.kill"), "1")
-            .map_err(|e| format!("{}: {e}", main.join("cgroup.kill").display()))?;
+        still_ours(&pids).map_err(CgroupError::Refused)?;
+        let kill = main.join("cgroup.kill");
+        std::fs::write(&kill, "1").map_err(io(kill))?;
         pids
     } else {
         kill_v1(host, path, main, still_ours)?
@@ -143,14 +163,14 @@ fn kill_v1(
     path: &str,
     main: &Path,
     still_ours: &dyn Fn(&[i32]) -> Result<(), String>,
-) -> Result<Vec<i32>, String> {
+) -> Result<Vec<i32>, CgroupError> {
     let freezer = host
         .sys("fs/cgroup/freezer")
         .join(path.trim_start_matches('/'))
         .join("freezer.state");
     let frozen = std::fs::write(&freezer, "FROZEN").is_ok();
     let killed = procs(main).and_then(|pids| {
-        still_ours(&pids)?;
+        still_ours(&pids).map_err(CgroupError::Refused)?;
         for pid in &pids {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(*pid),
@@ -160,12 +180,12 @@ fn kill_v1(
         Ok(pids)
     });
     if frozen {
-        std::fs::write(&freezer, "THAWED").map_err(|e| format!("{}: {e}", freezer.display()))?;
+        std::fs::write(&freezer, "THAWED").map_err(io(freezer))?;
     }
     killed
 }
 
-fn wait_empty(dir: &Path, wait: Duration) -> Result<(), String> {
+fn wait_empty(dir: &Path, wait: Duration) -> Result<(), CgroupError> {
     let give_up = Instant::now() + wait;
     let mut pause =
         crate::backoff::Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
@@ -175,7 +195,8 @@ fn wait_empty(dir: &Path, wait: Duration) -> Result<(), String> {
             return Ok(());
         }
         if Instant::now() >= give_up {
-            return Err(format!("{} still holds {left:?}", dir.display()));
+            let dir = dir.to_path_buf();
+            return Err(CgroupError::NotEmptied { dir, pids: left });
         }
         std::thread::sleep(pause.next());
     }

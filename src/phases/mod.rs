@@ -37,6 +37,16 @@ impl<T> Later<T> {
     }
 }
 
+/// Why a phase could not run at all (its checks say what is wrong with the node; this is
+/// what is wrong with the guard's own run).
+#[derive(Debug, thiserror::Error)]
+pub enum PhaseError {
+    #[error("cannot start the guard's I/O runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("the volume look did not finish")]
+    VolumeLook,
+}
+
 /// The guard's own mount table, as `guard verify`'s volume look reads it.
 pub type OwnMounts = Later<std::sync::Arc<crate::host::mountinfo::MountTable>>;
 
@@ -46,7 +56,7 @@ pub fn run_runtime(
     cd: &ContainerdConfig,
     mode: runtime::Mode,
     command: &str,
-) -> Result<runtime::Gate, String> {
+) -> Result<runtime::Gate, PhaseError> {
     run_runtime_with(ctx, cd, mode, command, None)
 }
 
@@ -59,14 +69,14 @@ pub fn run_runtime_with(
     mode: runtime::Mode,
     command: &str,
     mounts: Option<OwnMounts>,
-) -> Result<runtime::Gate, String> {
+) -> Result<runtime::Gate, PhaseError> {
     // One thread for the reads of the host's files beside the loop (off_the_loop): they
     // overlap containerd's answers; more threads would only add memory (a glibc arena each).
     let rt = tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(1)
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the guard's I/O runtime: {e}"))?;
+        .map_err(PhaseError::Runtime)?;
     let settings = &ctx.loaded.settings;
     let mut node = runtime::Node::new(&ctx.host, settings, cd).with_own_mounts(mounts);
     let gate = runtime::run(&mut node, settings, mode, command);
@@ -110,7 +120,8 @@ pub fn publish_metrics(
             .evidence(e)
             .remedy("fix what `seen:` names (a read-only or full directory, one others may write, or state_dir), or set [metrics] textfile = \"\" to turn metrics off")
     };
-    let state = crate::state::StateDir::open(&ctx.host, &settings.state_dir).map_err(warn)?;
+    let state = crate::state::StateDir::open(&ctx.host, &settings.state_dir)
+        .map_err(|e| warn(e.to_string()))?;
     let mut kept: crate::metrics::Kept = state.read_metrics();
     let run = crate::metrics::Run {
         unix: crate::state::unix_now(),
@@ -124,5 +135,5 @@ pub fn publish_metrics(
     };
     let text = crate::metrics::render(&kept, runtime.as_ref(), env!("CARGO_PKG_VERSION"));
     crate::metrics::write_textfile(&path, text.as_bytes()).map_err(warn)?;
-    saved.map_err(warn)
+    saved.map_err(|e| warn(e.to_string()))
 }

@@ -2,6 +2,7 @@
 //! unless `--repair`.
 
 use super::runtime::{End, Mode};
+use super::PhaseError;
 use crate::checks::volume::{facts, rules};
 use crate::containerd::config::ContainerdConfig;
 use crate::context::Context;
@@ -18,7 +19,7 @@ const VERIFY_LOOK: facts::Look = facts::Look {
 /// runs on a thread of its own beside phase 2, whose stale check takes its mount table:
 /// measured at 250 pods, that beat running it first on phase 2's thread for host reads
 /// (22.8 against 26.1 ms, docs/performance.md).
-pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, End), String> {
+pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, End), PhaseError> {
     let settings = &ctx.loaded.settings;
     let command = match (mode.repair, mode.dry_run) {
         (true, false) => "guard verify --repair",
@@ -42,7 +43,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, 
         (volume.join(), gate)
     });
     // (a panic aborts the guard: the join cannot fail)
-    let volume = volume.map_err(|_| "the volume look did not finish".to_string())?;
+    let volume = volume.map_err(|_| PhaseError::VolumeLook)?;
     let gate = gate?;
     let mut report = Report::new(rules::evaluate(
         &settings.volume,

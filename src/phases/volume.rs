@@ -37,7 +37,7 @@ use crate::context::Context;
 use crate::host::blockdev::Lookup;
 use crate::host::Host;
 use crate::report::{Finding, Id, Report, Status};
-use crate::state::StateDir;
+use crate::state::{StateDir, StateError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -266,7 +266,7 @@ fn waiting_for(facts: &VolumeFacts, ctx: &Context) -> String {
 /// A failure to record is logged, never fatal: the exit code already tells systemd.
 /// Phase 1 never takes the repair lock: phase 2's restart of containerd starts phase 1.
 #[tracing::instrument(level = "debug", name = "record", skip_all)]
-fn record(state: Result<StateDir, String>, report: &Report) {
+fn record(state: Result<StateDir, StateError>, report: &Report) {
     let written = state.and_then(|dir| dir.record_volume(report));
     if let Err(e) = written {
         tracing::warn!("cannot record phase 1's outcome: {e}");

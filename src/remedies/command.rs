@@ -6,9 +6,43 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+/// Why a command did not succeed; the text names the command, and its output's tail when
+/// it ran.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("empty command")]
+    Empty,
+    #[error("cannot run {prog}: {source}")]
+    Spawn {
+        prog: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` did not finish within {}; killed", format_duration(*after))]
+    TimedOut { command: String, after: Duration },
+    #[error("`{command}` failed ({status}){}", said(tail))]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        tail: String,
+    },
+    #[error("`{command}`: {source}")]
+    Wait {
+        command: String,
+        source: std::io::Error,
+    },
+}
+
+/// `: <tail>` of a command's output, or nothing.
+fn said(tail: &str) -> String {
+    match tail.is_empty() {
+        true => String::new(),
+        false => format!(": {tail}"),
+    }
+}
+
 /// Runs `argv` with a bound; the outcome text carries its exit status and output tail.
-pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, String> {
-    let (prog, args) = argv.split_first().ok_or("empty command")?;
+pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, CommandError> {
+    let (prog, args) = argv.split_first().ok_or(CommandError::Empty)?;
     let mut child = tokio::process::Command::new(prog)
         .args(args)
         // The guard's own notify socket is not the restart command's: systemd would log
@@ -19,7 +53,10 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Stri
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot run {prog}: {e}"))?;
+        .map_err(|source| CommandError::Spawn {
+            prog: prog.clone(),
+            source,
+        })?;
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let collect = async {
@@ -41,13 +78,14 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Stri
         let status = child.wait().await;
         (status, o, e)
     };
-    let (status, o, e) = tokio::time::timeout(timeout, collect).await.map_err(|_| {
-        format!(
-            "`{}` did not finish within {}; killed",
-            argv.join(" "),
-            format_duration(timeout)
-        )
-    })?;
+    let command = argv.join(" ");
+    let (status, o, e) =
+        tokio::time::timeout(timeout, collect)
+            .await
+            .map_err(|_| CommandError::TimedOut {
+                command: command.clone(),
+                after: timeout,
+            })?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&o),
@@ -63,25 +101,13 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Stri
         .collect::<Vec<_>>()
         .join(" | ");
     match status {
-        Ok(s) if s.success() => Ok(format!(
-            "`{}` exited 0{}",
-            argv.join(" "),
-            if tail.is_empty() {
-                String::new()
-            } else {
-                format!(": {tail}")
-            }
-        )),
-        Ok(s) => Err(format!(
-            "`{}` failed ({s}){}",
-            argv.join(" "),
-            if tail.is_empty() {
-                String::new()
-            } else {
-                format!(": {tail}")
-            }
-        )),
-        Err(e) => Err(format!("`{}`: {e}", argv.join(" "))),
+        Ok(s) if s.success() => Ok(format!("`{command}` exited 0{}", said(&tail))),
+        Ok(status) => Err(CommandError::Failed {
+            command,
+            status,
+            tail,
+        }),
+        Err(source) => Err(CommandError::Wait { command, source }),
     }
 }
 
@@ -282,6 +308,8 @@ mod tests {
         let script = format!("echo $$ > '{}'; exec sleep 600", pid_file.display());
         let started = Instant::now();
         let err = block_on(run_argv(&argv(&script), Duration::from_millis(500))).unwrap_err();
+        assert!(matches!(err, CommandError::TimedOut { .. }), "{err:?}");
+        let err = err.to_string();
         let took = started.elapsed();
         assert!(
             err.contains("did not finish within") && err.contains("killed"),
@@ -314,6 +342,11 @@ mod tests {
             Duration::from_secs(10),
         ))
         .unwrap_err();
+        let CommandError::Failed { status, .. } = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(status.code(), Some(1));
+        let err = err.to_string();
         assert!(err.contains("failed (exit status: 1)"), "{err}");
         assert!(err.contains("Job failed"), "{err}");
     }
@@ -325,6 +358,8 @@ mod tests {
             Duration::from_secs(10),
         ))
         .unwrap_err();
+        assert!(matches!(err, CommandError::Spawn { .. }), "{err:?}");
+        let err = err.to_string();
         assert!(
             err.contains("cannot run /nonexistent/restart-containerd"),
             "{err}"

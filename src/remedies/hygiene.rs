@@ -11,6 +11,7 @@ use crate::containerd::client::{Conn, K8S_NS};
 use crate::containerd::tasks;
 use crate::host::cgroup::{kill_cgroup, parse_container_cgroup};
 use crate::host::Host;
+use crate::remedies::RemedyError;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -24,13 +25,11 @@ pub async fn delete_task(
     conn: &Conn,
     state: &Path,
     leak: &Leak,
-) -> Result<String, String> {
+) -> Result<String, RemedyError> {
     let now = workloads::gather(host, conn, state).await?;
-    still_leaked(leak, &now)?;
+    still_leaked(leak, &now).map_err(RemedyError::Refused)?;
     let (id, started) = (&leak.id, Instant::now());
-    tasks::delete(conn, K8S_NS, id)
-        .await
-        .map_err(String::from)?;
+    tasks::delete(conn, K8S_NS, id).await?;
     Ok(format!(
         "deleted task {id} in {} ms",
         started.elapsed().as_millis()
@@ -45,20 +44,21 @@ pub async fn reap(
     conn: &Conn,
     state: &Path,
     condemned: &Condemned,
-) -> Result<String, String> {
+) -> Result<String, RemedyError> {
     let cgroup = condemned.cgroup.as_str();
     let live = workloads::gather(host, conn, state).await?;
     let container = parse_container_cgroup(cgroup)
-        .ok_or_else(|| format!("{cgroup} is not a container cgroup"))?;
-    let task = tasks::get(conn, K8S_NS, &container.container_id).await;
-    let task_live = task.map_err(String::from)?.is_some_and(|t| t.is_live());
+        .ok_or_else(|| RemedyError::Refused(format!("{cgroup} is not a container cgroup")))?;
+    let task = tasks::get(conn, K8S_NS, &container.container_id).await?;
+    let task_live = task.is_some_and(|t| t.is_live());
     if task_live
         || live
             .live_task_ids()
             .contains(container.container_id.as_str())
     {
         let id = container.container_id;
-        return Err(format!("container {id} has a live task now: left alone"));
+        let why = format!("container {id} has a live task now: left alone");
+        return Err(RemedyError::Refused(why));
     }
     let still_ours = |pids: &[i32]| still_condemned(condemned, &as_they_are(host, pids));
     let started = Instant::now();

@@ -1,11 +1,11 @@
 //! Pulls the sandbox image through CRI (`PullImage`), so containerd's own registry
 //! configuration (mirrors, auth, TLS) applies. One bounded attempt per call.
 
-use crate::containerd::client::{bounded, request, Conn, K8S_NS};
+use crate::containerd::client::{bounded, request, Conn, RpcError, K8S_NS};
 use std::time::Duration;
 
 /// One CRI PullImage, bounded by `timeout`.
-pub async fn pull(conn: &Conn, reference: &str, timeout: Duration) -> Result<String, String> {
+pub async fn pull(conn: &Conn, reference: &str, timeout: Duration) -> Result<String, RpcError> {
     use k8s_cri::v1::image_service_client::ImageServiceClient;
     use k8s_cri::v1::{ImageSpec, PullImageRequest};
     let mut c = ImageServiceClient::new(conn.channel.clone());
@@ -24,5 +24,4 @@ pub async fn pull(conn: &Conn, reference: &str, timeout: Duration) -> Result<Str
     )
     .await
     .map(|r| format!("pulled {reference} as {}", r.image_ref))
-    .map_err(String::from)
 }

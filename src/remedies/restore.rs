@@ -69,7 +69,7 @@ pub async fn import_archive(
     .map(|s| s.to_string())
     .collect();
     if let Err(e) = run_argv(&argv, timeout).await {
-        return Import::Failed(e);
+        return Import::Failed(e.to_string());
     }
     drop(memory);
     let how = format!(
@@ -140,7 +140,9 @@ fn verify(open: &Path, named: &Path, wanted: &str) -> Result<(archive::Verified,
 /// Names the imported image as configured when the archive called it something else.
 /// True when a name was added.
 async fn name_it(conn: &Conn, verified: &archive::Verified, wanted: &str) -> Result<bool, String> {
-    if image::target(conn, wanted).await?.is_some() {
+    let target_of =
+        |name| async move { image::target(conn, name).await.map_err(|e| e.to_string()) };
+    if target_of(wanted).await?.is_some() {
         return Ok(false);
     }
     let mut target = verified.top.clone().map(|d| Descriptor {
@@ -154,7 +156,7 @@ async fn name_it(conn: &Conn, verified: &archive::Verified, wanted: &str) -> Res
     // image).
     if target.is_none() {
         let name = imported_name(wanted);
-        target = image::target(conn, name).await?.map(|d| Descriptor {
+        target = target_of(name).await?.map(|d| Descriptor {
             media_type: d.media_type,
             digest: d.digest,
             size: d.size,
@@ -178,6 +180,8 @@ async fn name_it(conn: &Conn, verified: &archive::Verified, wanted: &str) -> Res
     };
     let mut images = ImagesClient::new(conn.channel.clone());
     let req = conn.request(create, Some(K8S_NS));
-    conn.call("Images.Create", images.create(req)).await?;
+    conn.call("Images.Create", images.create(req))
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(true)
 }

@@ -8,10 +8,12 @@
 //! hard link in its place is refused, naming it.
 
 use super::file::Dir;
+use super::{Op, StateError};
 use crate::backoff::Backoff;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::io::{Read, Seek, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const LOCK_FILE: &str = "repair.lock";
@@ -22,32 +24,29 @@ pub struct RepairLock {
 }
 
 /// Why the lock was not taken.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LockError {
     /// Another guard holds it; its pid when it wrote one.
+    #[error("another guard{} is repairing", .0.as_ref().map(|p| format!(" (pid {p})")).unwrap_or_default())]
     Busy(Option<String>),
-    /// The lock file cannot be opened (state_dir missing and not creatable, read-only).
-    Unavailable(String),
-}
-
-impl std::fmt::Display for LockError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LockError::Busy(Some(pid)) => write!(f, "another guard (pid {pid}) is repairing"),
-            LockError::Busy(None) => write!(f, "another guard is repairing"),
-            LockError::Unavailable(e) => write!(f, "cannot open the repair lock: {e}"),
-        }
-    }
+    /// The lock file cannot be opened or locked (state_dir missing and not creatable,
+    /// read-only, a link in its place).
+    #[error("cannot take the repair lock: {0}")]
+    Unavailable(#[from] StateError),
 }
 
 /// One non-blocking attempt in `state_dir` (opened and judged by the caller); the caller
 /// retries within its own bound.
 pub fn try_lock(dir: &Dir) -> Result<RepairLock, LockError> {
     let path = dir.path().join(LOCK_FILE);
-    let file = dir.open_or_create(LOCK_FILE).map_err(|e| {
-        let fix = super::fix_for(&e);
-        LockError::Unavailable(format!("{}: {e}; {fix}", path.display()))
-    })?;
+    let unavailable = |op, e| StateError::Io {
+        op,
+        path: path.clone(),
+        source: Arc::new(e),
+    };
+    let file = dir
+        .open_or_create(LOCK_FILE)
+        .map_err(|e| unavailable(Op::Open, e))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
             // Evidence for the waiters; the lock itself is the flock, not this text.
@@ -56,7 +55,7 @@ pub fn try_lock(dir: &Dir) -> Result<RepairLock, LockError> {
             Ok(RepairLock { _lock: lock })
         }
         Err((file, nix::errno::Errno::EWOULDBLOCK)) => Err(LockError::Busy(holder(file))),
-        Err((_, e)) => Err(LockError::Unavailable(format!("{}: {e}", path.display()))),
+        Err((_, e)) => Err(unavailable(Op::Lock, e.into()).into()),
     }
 }
 
@@ -95,7 +94,10 @@ mod tests {
         let dir = Dir::open(tmp.path()).unwrap();
         let first = try_lock(&dir).unwrap();
         let me = std::process::id().to_string();
-        assert_eq!(try_lock(&dir).err(), Some(LockError::Busy(Some(me))));
+        match try_lock(&dir) {
+            Err(LockError::Busy(pid)) => assert_eq!(pid, Some(me)),
+            other => panic!("{:?}", other.err()),
+        }
         drop(first);
         assert!(try_lock(&dir).is_ok());
     }
@@ -108,6 +110,7 @@ mod tests {
         std::os::unix::fs::symlink(&victim, tmp.path().join(LOCK_FILE)).unwrap();
         match try_lock(&Dir::open(tmp.path()).unwrap()) {
             Err(LockError::Unavailable(e)) => {
+                let e = e.to_string();
                 assert!(e.contains("repair.lock is a symbolic link"), "{e}")
             }
             other => panic!("{:?}", other.err()),

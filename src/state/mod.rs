@@ -28,12 +28,14 @@ pub mod lock;
 pub mod runtime;
 pub mod volume;
 
+use crate::config::trust::Distrust;
 use crate::host::Host;
 use crate::report::{Report, Verdict};
 use file::Dir;
 use lock::{LockError, RepairLock};
 use runtime::State;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use volume::VolumeRecord;
 
 pub const VOLUME_MARKER: &str = "volume.ok";
@@ -67,6 +69,72 @@ pub enum Loaded {
     },
 }
 
+/// Why `state_dir` or a file in it cannot be used. The text is what an operator reads
+/// (the path, the cause and, for a write, the fix); `source()` keeps the cause. (Causes
+/// are shared, so a state_dir that failed to open can be named by every later step.)
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot identify this boot: {}: {source}", path.display())]
+    BootId {
+        path: PathBuf,
+        source: Arc<std::io::Error>,
+    },
+    #[error("cannot {op} {}: {source}{}", path.display(), hint(op, source))]
+    Io {
+        op: Op,
+        path: PathBuf,
+        source: Arc<std::io::Error>,
+    },
+    /// Owned or writable by another user (see the module doc).
+    #[error("state_dir refused: {why} (or set state_dir to a directory only root can write)")]
+    Refused { why: Distrust },
+    #[error("cannot encode {name}: {source}")]
+    Encode {
+        name: &'static str,
+        source: Arc<serde_json::Error>,
+    },
+}
+
+/// What the guard was doing in `state_dir` when it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Open,
+    Create,
+    Read,
+    Write,
+    Remove,
+    Lock,
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Op::Open => "open",
+            Op::Create => "create",
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Remove => "remove",
+            Op::Lock => "lock",
+        })
+    }
+}
+
+/// The fix, for the steps an operator can mend by changing `state_dir`.
+fn hint(op: &Op, e: &std::io::Error) -> String {
+    match op {
+        Op::Open | Op::Create | Op::Write => format!("; {}", fix_for(e)),
+        Op::Read | Op::Remove | Op::Lock => String::new(),
+    }
+}
+
+fn io(op: Op, path: PathBuf) -> impl FnOnce(std::io::Error) -> StateError {
+    move |e| StateError::Io {
+        op,
+        path,
+        source: Arc::new(e),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct StateDir {
     dir: PathBuf,
@@ -75,12 +143,15 @@ pub struct StateDir {
 
 impl StateDir {
     /// `state_dir` of this host, for this boot. Fails only when the boot id cannot be read.
-    pub fn open(host: &Host, state_dir: &Path) -> Result<StateDir, String> {
-        let boot = host.boot_id_path();
-        let boot_id = std::fs::read_to_string(&boot)
-            .map_err(|e| format!("cannot identify this boot: {}: {e}", boot.display()))?
-            .trim()
-            .to_string();
+    pub fn open(host: &Host, state_dir: &Path) -> Result<StateDir, StateError> {
+        let path = host.boot_id_path();
+        let boot_id = match std::fs::read_to_string(&path) {
+            Ok(text) => text.trim().to_string(),
+            Err(e) => {
+                let source = Arc::new(e);
+                return Err(StateError::BootId { path, source });
+            }
+        };
         Ok(StateDir {
             dir: host.path(state_dir),
             boot_id,
@@ -112,7 +183,7 @@ impl StateDir {
             // state_dir is not a directory: no state file can have been written there
             // (and none will be: a restart needs one, so none happens).
             Ok(None) => RuntimeFile::Absent,
-            Err(e) => RuntimeFile::Corrupt(e),
+            Err(e) => RuntimeFile::Corrupt(e.to_string()),
         }
     }
 
@@ -132,7 +203,8 @@ impl StateDir {
         let kept = self.corrupt_copy();
         let moved = self.open_dir().and_then(|dir| {
             let corrupt = format!("{STATE_FILE}.corrupt");
-            dir.rename(STATE_FILE, &corrupt).map_err(|e| e.to_string())
+            dir.rename(STATE_FILE, &corrupt)
+                .map_err(io(Op::Write, self.corrupt_copy()))
         });
         let where_ = match moved {
             Ok(()) => format!("kept as {}", kept.display()),
@@ -148,12 +220,11 @@ impl StateDir {
         (s, Loaded::Corrupt { problem, kept })
     }
 
-    pub fn save_runtime(&self, state: &State) -> Result<(), String> {
-        let text = serde_json::to_vec_pretty(state).map_err(|e| e.to_string())?;
-        self.write(STATE_FILE, &text)
+    pub fn save_runtime(&self, state: &State) -> Result<(), StateError> {
+        self.write(STATE_FILE, &encode(STATE_FILE, state)?)
     }
 
-    pub fn write_status(&self, line: &str) -> Result<(), String> {
+    pub fn write_status(&self, line: &str) -> Result<(), StateError> {
         self.write(STATUS_FILE, format!("{line}\n").as_bytes())
     }
 
@@ -165,10 +236,9 @@ impl StateDir {
 
     /// Leaves phase 1's outcome where `guard status`, phase 2 and containerd's unit look:
     /// the record, and the marker only when the volume was verified.
-    pub fn record_volume(&self, report: &Report) -> Result<(), String> {
+    pub fn record_volume(&self, report: &Report) -> Result<(), StateError> {
         let record = VolumeRecord::new(&self.boot_id, report);
-        let body = serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?;
-        let written = self.write(VOLUME_RECORD, &body);
+        let written = self.write(VOLUME_RECORD, &encode(VOLUME_RECORD, &record)?);
         let marker = match report.verdict() {
             Verdict::Usable => self.write(VOLUME_MARKER, format!("{}\n", self.boot_id).as_bytes()),
             Verdict::Unusable => self.remove(VOLUME_MARKER).map(|_| ()),
@@ -186,14 +256,13 @@ impl StateDir {
             .unwrap_or_default()
     }
 
-    pub fn save_metrics(&self, kept: &impl serde::Serialize) -> Result<(), String> {
-        let text = serde_json::to_vec_pretty(kept).map_err(|e| e.to_string())?;
-        self.write(METRICS_FILE, &text)
+    pub fn save_metrics(&self, kept: &impl serde::Serialize) -> Result<(), StateError> {
+        self.write(METRICS_FILE, &encode(METRICS_FILE, kept)?)
     }
 
     /// `guard reset`: forget this boot's budget and terminal state. True if anything was
     /// there to forget.
-    pub fn reset(&self) -> Result<bool, String> {
+    pub fn reset(&self) -> Result<bool, StateError> {
         let state = self.remove(STATE_FILE)?;
         let corrupt = self.remove(&format!("{STATE_FILE}.corrupt"))?;
         Ok(state || corrupt)
@@ -201,74 +270,66 @@ impl StateDir {
 
     /// One attempt at the repair lock; see [`lock`].
     pub fn try_lock(&self) -> Result<RepairLock, LockError> {
-        let dir = self.make_dir().map_err(LockError::Unavailable)?;
+        let dir = self.make_dir()?;
         lock::try_lock(&dir)
     }
 
-    fn remove(&self, name: &str) -> Result<bool, String> {
-        let path = self.dir.join(name);
+    fn remove(&self, name: &str) -> Result<bool, StateError> {
         let dir = match self.open_dir() {
             Ok(dir) => dir,
             Err(_) if !self.dir.is_dir() => return Ok(false),
             Err(e) => return Err(e),
         };
         dir.remove(name)
-            .map_err(|e| format!("cannot remove {}: {e}", path.display()))
+            .map_err(io(Op::Remove, self.dir.join(name)))
     }
 
-    fn write(&self, name: &str, data: &[u8]) -> Result<(), String> {
-        let target = self.dir.join(name);
+    fn write(&self, name: &str, data: &[u8]) -> Result<(), StateError> {
         self.make_dir()?
             .write_atomic(name, data)
-            .map_err(|e| format!("cannot write {}: {e}; {}", target.display(), fix_for(&e)))
+            .map_err(io(Op::Write, self.dir.join(name)))
     }
 
     /// A file of `state_dir`, at most [`MAX_STATE_FILE`] bytes; `None` when it (or
     /// `state_dir`) is not there.
-    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, StateError> {
         use std::io::ErrorKind::{NotADirectory, NotFound};
-        let path = self.dir.join(name);
         let dir = match Dir::open(&self.dir) {
             Ok(dir) => dir,
             Err(e) if matches!(e.kind(), NotFound | NotADirectory) => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(e) => return Err(io(Op::Read, self.dir.join(name))(e)),
         };
         self.judge(&dir)?;
         match dir.read_at_most(name, MAX_STATE_FILE) {
             Ok(text) => Ok(Some(text)),
             Err(e) if e.kind() == NotFound => Ok(None),
-            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+            Err(e) => Err(io(Op::Read, self.dir.join(name))(e)),
         }
     }
 
     /// `state_dir`, opened and judged; it must exist.
-    fn open_dir(&self) -> Result<Dir, String> {
-        let dir = Dir::open(&self.dir)
-            .map_err(|e| format!("cannot open {}: {e}; {}", self.dir.display(), fix_for(&e)))?;
+    fn open_dir(&self) -> Result<Dir, StateError> {
+        let dir = Dir::open(&self.dir).map_err(io(Op::Open, self.dir.clone()))?;
         self.judge(&dir)?;
         Ok(dir)
     }
 
     /// `state_dir`, created (0755) when missing, opened and judged.
-    fn make_dir(&self) -> Result<Dir, String> {
+    fn make_dir(&self) -> Result<Dir, StateError> {
         use std::os::unix::fs::DirBuilderExt;
-        let made = std::fs::DirBuilder::new()
+        std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
-            .create(&self.dir);
-        if let Err(e) = made {
-            let shown = self.dir.display();
-            return Err(format!("cannot create {shown}: {e}; {}", fix_for(&e)));
-        }
+            .create(&self.dir)
+            .map_err(io(Op::Create, self.dir.clone()))?;
         self.open_dir()
     }
 
     /// Refuses a `state_dir` another user owns or can write (see the module doc).
-    fn judge(&self, dir: &Dir) -> Result<(), String> {
-        let file = dir.as_file().map_err(|e| e.to_string())?;
-        crate::config::trust::judge_directory(&self.dir, &file).map_err(|e| {
-            format!("state_dir refused: {e} (or set state_dir to a directory only root can write)")
-        })
+    fn judge(&self, dir: &Dir) -> Result<(), StateError> {
+        let file = dir.as_file().map_err(io(Op::Open, self.dir.clone()))?;
+        crate::config::trust::judge_directory(&self.dir, &file)
+            .map_err(|why| StateError::Refused { why })
     }
 }
 
@@ -311,6 +372,14 @@ pub fn parse_runtime(text: &[u8], path: &Path, boot_id: &str) -> RuntimeFile {
 pub fn parse_volume(text: &[u8], boot_id: &str) -> Option<VolumeRecord> {
     let record: VolumeRecord = serde_json::from_slice(text).ok()?;
     (record.boot_id == boot_id).then_some(record)
+}
+
+/// A file's JSON, as the guard writes its state.
+fn encode(name: &'static str, value: &impl serde::Serialize) -> Result<Vec<u8>, StateError> {
+    serde_json::to_vec_pretty(value).map_err(|e| StateError::Encode {
+        name,
+        source: Arc::new(e),
+    })
 }
 
 pub fn unix_now() -> u64 {

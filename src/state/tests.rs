@@ -106,6 +106,20 @@ fn a_state_dir_that_is_a_file_holds_no_state_and_takes_none() {
     std::fs::write(s.dir(), b"").unwrap();
     assert_eq!(s.read_runtime(), RuntimeFile::Absent);
     let e = s.save_runtime(&State::fresh("b1")).unwrap_err();
+    let StateError::Io {
+        op: Op::Create,
+        source,
+        ..
+    } = &e
+    else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        source.kind(),
+        std::io::ErrorKind::AlreadyExists,
+        "the cause is kept"
+    );
+    let e = e.to_string();
     assert!(e.contains("not a directory"), "{e}");
     assert!(e.contains("set state_dir elsewhere"), "{e}");
 }

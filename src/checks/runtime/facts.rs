@@ -116,7 +116,7 @@ pub async fn gather(conn: &Conn, version: VersionAnswer) -> Answering {
     // concurrently, on the one HTTP/2 connection: the slowest answer, not the sum
     let ((cri_version, cri_conditions), plugins) = tokio::join!(cri(conn), plugins(conn));
     Answering {
-        version: version.map_err(String::from),
+        version: version.map_err(|e| e.to_string()),
         plugins,
         cri_version,
         cri_conditions,
@@ -130,7 +130,8 @@ async fn plugins(conn: &Conn) -> Result<Vec<PluginFact>, String> {
     let req = PluginsRequest { filters: vec![] };
     let r = conn
         .call("Introspection.Plugins", c.plugins(conn.request(req, None)))
-        .await?;
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(r.plugins
         .into_iter()
         .map(|p| PluginFact {
@@ -165,11 +166,11 @@ async fn cri(conn: &Conn) -> (Result<String, String>, Result<Vec<Condition>, Str
                 v.runtime_name, v.runtime_version, v.runtime_api_version
             )
         })
-        .map_err(String::from);
+        .map_err(|e| e.to_string());
     let status = status
         .map(|s| s.status.map(|st| st.conditions).unwrap_or_default())
         .map(|conditions| conditions.into_iter().map(condition).collect())
-        .map_err(String::from);
+        .map_err(|e| e.to_string());
     (version, status)
 }
 

@@ -91,7 +91,7 @@ pub async fn check(conn: &Conn, name: &str, snapshotter: &str, os: &str, arch: &
     }
 }
 
-fn incomplete(what: &str, e: String) -> ImageState {
+fn incomplete(what: &str, e: impl std::fmt::Display) -> ImageState {
     ImageState::Incomplete {
         missing: vec![format!("{what}: {e}")],
     }

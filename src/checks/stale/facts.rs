@@ -82,7 +82,7 @@ pub fn gather(
     root: &Path,
     own_mounts: impl FnOnce() -> Option<Arc<MountTable>>,
 ) -> StaleFacts {
-    let pid = peer_pid(socket);
+    let pid = peer_pid(socket).map_err(|e| e.to_string());
     let mut f = StaleFacts {
         pid: pid.clone(),
         comm: String::new(),

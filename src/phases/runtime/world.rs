@@ -14,19 +14,19 @@ use crate::checks::stale::facts as stale;
 use crate::checks::{workloads, Family};
 use crate::config::units::format_duration;
 use crate::config::Settings;
-use crate::containerd::client::{self, Conn, K8S_NS};
+use crate::containerd::client::{self, Conn, RpcError, K8S_NS};
 use crate::containerd::config::ContainerdConfig;
 use crate::containerd::oci::normalize_ref;
 use crate::containerd::tasks::{self, LiveTask};
 use crate::host::Host;
 use crate::phases::OwnMounts;
-use crate::remedies::command::run_argv;
+use crate::remedies::command::{run_argv, CommandError};
 use crate::remedies::hygiene;
-use crate::remedies::pull;
 use crate::remedies::restore::{import_archive, Import};
+use crate::remedies::{pull, RemedyError};
 use crate::state::lock::{LockError, RepairLock};
 use crate::state::runtime::State;
-use crate::state::{Loaded, RuntimeFile, StateDir};
+use crate::state::{Loaded, RuntimeFile, StateDir, StateError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ pub trait World {
     fn read_state(&self) -> RuntimeFile;
     /// The state to count on, under the lock (a corrupt file is quarantined).
     fn load_state(&mut self) -> (State, Loaded);
-    fn save_state(&mut self, state: &State) -> Result<(), String>;
+    fn save_state(&mut self, state: &State) -> Result<(), StateError>;
     fn write_status(&mut self, line: &str);
     /// Phase 1's reason, when it held containerd back this boot.
     fn phase1_held(&self) -> Option<String>;
@@ -58,21 +58,21 @@ pub trait World {
     async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation;
     /// `Tasks.Delete` of a leaked task (never a signal), after judging it again on a fresh
     /// look: same pid, same status, still a leak.
-    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String>;
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, RemedyError>;
     /// Kills and removes an orphaned container cgroup, after checking again that its
     /// container has no live task and every pid in it is a judged orphan (same start
     /// time) still in it.
-    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String>;
-    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String>;
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, RemedyError>;
+    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, RpcError>;
     /// The PID serving containerd's socket (evidence for a restart).
     fn containerd_pid(&self) -> Option<i32>;
     /// `/proc/PID/cgroup` of a process: which systemd unit a restart would reach.
     fn process_cgroup(&self, pid: i32) -> Option<String>;
     /// Runs `[containerd] restart`, bounded.
-    async fn restart(&mut self) -> Result<String, String>;
+    async fn restart(&mut self) -> Result<String, CommandError>;
     fn archive_present(&self, archive: &Path) -> bool;
     async fn import(&mut self, archive: &Path) -> Import;
-    async fn pull(&mut self) -> Result<String, String>;
+    async fn pull(&mut self) -> Result<String, RemedyError>;
 
     /// The sandbox image as configured, and as containerd names it.
     fn image_reference(&self) -> String;
@@ -122,7 +122,7 @@ pub struct Node<'a> {
     host: &'a Host,
     settings: &'a Settings,
     target: Target,
-    state_dir: Result<StateDir, String>,
+    state_dir: Result<StateDir, StateError>,
     conn: Option<Conn>,
     lock: Option<RepairLock>,
     /// The guard's own mount table, when its caller reads it (`guard verify`).
@@ -153,10 +153,8 @@ impl<'a> Node<'a> {
         self.host.path(&self.target.socket)
     }
 
-    fn conn(&self) -> Result<&Conn, String> {
-        self.conn
-            .as_ref()
-            .ok_or_else(|| "containerd does not answer".to_string())
+    fn conn(&self) -> Result<&Conn, RemedyError> {
+        self.conn.as_ref().ok_or(RemedyError::NotAnswering)
     }
 }
 
@@ -200,7 +198,7 @@ impl World for Node<'_> {
         }
     }
 
-    fn save_state(&mut self, state: &State) -> Result<(), String> {
+    fn save_state(&mut self, state: &State) -> Result<(), StateError> {
         self.state_dir
             .as_ref()
             .map_err(Clone::clone)?
@@ -297,19 +295,19 @@ impl World for Node<'_> {
         }
     }
 
-    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, RemedyError> {
         let conn = self.conn()?;
         hygiene::delete_task(self.host, conn, &self.target.state, leak).await
     }
 
-    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String> {
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, RemedyError> {
         let conn = self.conn()?;
         hygiene::reap(self.host, conn, &self.target.state, condemned).await
     }
 
-    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
+    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, RpcError> {
         match &self.conn {
-            Some(c) => tasks::running(c).await.map_err(String::from),
+            Some(c) => tasks::running(c).await,
             None => Ok(Vec::new()),
         }
     }
@@ -323,7 +321,7 @@ impl World for Node<'_> {
         read_proc_file(self.host, pid, "cgroup", CGROUP_CAP).ok()
     }
 
-    async fn restart(&mut self) -> Result<String, String> {
+    async fn restart(&mut self) -> Result<String, CommandError> {
         self.conn = None;
         let c = &self.settings.containerd;
         run_argv(&c.restart, c.restart_timeout).await
@@ -336,7 +334,7 @@ impl World for Node<'_> {
     async fn import(&mut self, archive: &Path) -> Import {
         let conn = match self.conn() {
             Ok(c) => c,
-            Err(e) => return Import::Failed(e),
+            Err(e) => return Import::Failed(e.to_string()),
         };
         let on_host = self.host.path(archive);
         let timeout = self.settings.sandbox.pull_timeout;
@@ -352,7 +350,7 @@ impl World for Node<'_> {
         .await
     }
 
-    async fn pull(&mut self) -> Result<String, String> {
+    async fn pull(&mut self) -> Result<String, RemedyError> {
         let conn = self.conn()?;
         pull::pull(
             conn,
@@ -360,6 +358,7 @@ impl World for Node<'_> {
             self.settings.sandbox.pull_timeout,
         )
         .await
+        .map_err(RemedyError::from)
     }
 
     fn image_reference(&self) -> String {

@@ -4,6 +4,7 @@
 use super::{Machine, Step, World};
 use crate::checks::orphans::rules::Condemned;
 use crate::phases::runtime::decide::Plan;
+use crate::remedies::RemedyError;
 use crate::report::{Finding, Id};
 use crate::state::runtime::{Action, Outcome};
 
@@ -79,7 +80,7 @@ impl<W: World> Machine<'_, W> {
         id: Id,
         action: Action,
         item: &str,
-        outcome: Result<String, String>,
+        outcome: Result<String, RemedyError>,
     ) -> (Id, bool, String) {
         let (ok, text) = match outcome {
             Ok(t) => (true, t),

@@ -29,10 +29,10 @@ impl<W: World> Machine<'_, W> {
         loop {
             match self.w.try_lock() {
                 Ok(()) => break,
-                Err(LockError::Unavailable(e)) => {
+                Err(unavailable @ LockError::Unavailable(_)) => {
                     // No lock means no state file either: saving fails, so nothing restarts.
-                    tracing::warn!("{e}");
-                    self.state_unusable(format!("cannot open the repair lock: {e}"));
+                    tracing::warn!("{unavailable}");
+                    self.state_unusable(unavailable.to_string());
                     break;
                 }
                 Err(busy) if self.w.now() >= give_up => {
@@ -96,7 +96,7 @@ impl<W: World> Machine<'_, W> {
 
     pub(super) fn save(&mut self) -> Result<(), String> {
         let saved = match &self.state {
-            Some(state) => self.w.save_state(state),
+            Some(state) => self.w.save_state(state).map_err(|e| e.to_string()),
             None => Err("no state loaded".into()),
         };
         saved.inspect_err(|e| {

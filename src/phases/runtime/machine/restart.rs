@@ -6,7 +6,7 @@ use crate::config::units::format_duration;
 use crate::phases::runtime::decide::RestartReason;
 use crate::phases::runtime::End;
 use crate::remedies::budget::{self, Decision};
-use crate::remedies::command::{tie_restart, RestartTie};
+use crate::remedies::command::{tie_restart, CommandError, RestartTie};
 use crate::report::{Finding, Id};
 use crate::state::runtime::{Action, Outcome, Terminal};
 use std::time::Duration;
@@ -220,13 +220,13 @@ impl<W: World> Machine<'_, W> {
         &mut self,
         why: &str,
         attempt: u32,
-        outcome: Result<String, String>,
+        outcome: Result<String, CommandError>,
         old_pid: Option<i32>,
         tie: String,
     ) {
         let (text, ended) = match &outcome {
             Ok(t) => (t.clone(), Outcome::Ok),
-            Err(t) => (t.clone(), Outcome::Failed),
+            Err(e) => (e.to_string(), Outcome::Failed),
         };
         if let Some(s) = self.state.as_mut() {
             for last in [s.restarts.last_mut(), s.history.last_mut()]

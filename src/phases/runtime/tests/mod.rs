@@ -27,17 +27,20 @@ use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
 use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
 use crate::checks::workloads::Workloads;
 use crate::config::Settings;
+use crate::containerd::client::RpcError;
 use crate::containerd::cri::{CriContainer, CriState, PodRef};
 use crate::containerd::tasks::LiveTask;
 use crate::containerd::tasks::{TaskInfo, TaskStatus};
 use crate::host::cgroup::ContainerCgroup;
 use crate::host::mountinfo::MountTable;
 use crate::host::proc::ProcInfo;
+use crate::remedies::command::CommandError;
 use crate::remedies::restore::Import;
+use crate::remedies::RemedyError;
 use crate::report::{Finding, Status};
 use crate::state::lock::LockError;
 use crate::state::runtime::{Action, Outcome, State};
-use crate::state::{Loaded, RuntimeFile};
+use crate::state::{Loaded, Op, RuntimeFile, StateError};
 use facts::*;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -187,10 +190,14 @@ impl World for Fake {
         }
     }
 
-    fn save_state(&mut self, state: &State) -> Result<(), String> {
+    fn save_state(&mut self, state: &State) -> Result<(), StateError> {
         assert!(self.locked, "state saved without the repair lock");
         if self.saves_fail {
-            return Err("read-only file system".into());
+            return Err(StateError::Io {
+                op: Op::Write,
+                path: PathBuf::from("/run/containerd-guard/runtime.json"),
+                source: std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem).into(),
+            });
         }
         self.corrupt = false;
         self.state = Some(state.clone());
@@ -230,27 +237,26 @@ impl World for Fake {
         o
     }
 
-    async fn delete_task(&mut self, leak: &Leak) -> Result<String, String> {
+    async fn delete_task(&mut self, leak: &Leak) -> Result<String, RemedyError> {
         let id = &leak.id;
         assert!(self.locked, "deleted a task without the repair lock");
         if self.delete_fails {
-            return Err(format!(
-                "Tasks.Delete: FailedPrecondition: task {id} must be stopped"
-            ));
+            let refusal = tonic::Status::failed_precondition(format!("task {id} must be stopped"));
+            return Err(RpcError::status("Tasks.Delete", &refusal).into());
         }
         self.deleted += 1;
         self.leak = false;
         Ok(format!("deleted task {id}"))
     }
 
-    async fn reap(&mut self, condemned: &Condemned) -> Result<String, String> {
+    async fn reap(&mut self, condemned: &Condemned) -> Result<String, RemedyError> {
         assert!(self.locked, "reaped without the repair lock");
         self.reaped += 1;
         self.orphan = false;
         Ok(format!("killed cgroup {}", condemned.cgroup))
     }
 
-    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, String> {
+    async fn running_tasks(&mut self) -> Result<Vec<LiveTask>, RpcError> {
         Ok(self.tasks.clone())
     }
 
@@ -262,7 +268,7 @@ impl World for Fake {
         Some(self.cgroup.clone())
     }
 
-    async fn restart(&mut self) -> Result<String, String> {
+    async fn restart(&mut self) -> Result<String, CommandError> {
         self.restarts += 1;
         if let Some(l) = self.after_restart {
             self.become_(l);
@@ -286,13 +292,14 @@ impl World for Fake {
         result
     }
 
-    async fn pull(&mut self) -> Result<String, String> {
+    async fn pull(&mut self) -> Result<String, RemedyError> {
         self.pulls += 1;
         if self.pull_ok {
             self.become_(self.after_restore);
             return Ok("pulled registry.k8s.io/pause:3.6".into());
         }
-        Err("CRI PullImage: Unavailable: connection refused".into())
+        let refused = tonic::Status::unavailable("connection refused");
+        Err(RpcError::status("CRI PullImage", &refused).into())
     }
 
     fn image_reference(&self) -> String {
