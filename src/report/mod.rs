@@ -197,6 +197,16 @@ impl Report {
     }
 }
 
+/// The status of the finding `id` (tests: a missing finding fails, naming what there is).
+#[cfg(test)]
+pub fn status_of(findings: &[Finding], id: &str) -> Status {
+    findings
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("no finding {id} in {findings:#?}"))
+        .status
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@ use crate::checks::runtime::facts::{Answering, Condition, PathFault, PluginFact}
 use crate::checks::sandbox_image::facts::ImageState;
 use crate::checks::stale::facts::{FileId, OpenDb};
 use crate::host::mountinfo::MountTable;
+use crate::report::status_of;
 use std::path::PathBuf;
 
 fn healthy() -> Observation {
@@ -84,14 +85,6 @@ fn answering(o: &mut Observation) -> &mut Answering {
 
 fn image(o: &mut Observation) -> &mut ImageState {
     &mut o.sandbox_image.as_mut().unwrap().state
-}
-
-fn status_of(findings: &[Finding], id: &str) -> Status {
-    findings
-        .iter()
-        .find(|f| f.id == id)
-        .unwrap_or_else(|| panic!("no {id}"))
-        .status
 }
 
 fn knobs(require_network: bool) -> Knobs {

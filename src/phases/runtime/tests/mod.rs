@@ -37,7 +37,7 @@ use crate::host::proc::ProcInfo;
 use crate::remedies::command::CommandError;
 use crate::remedies::restore::Import;
 use crate::remedies::RemedyError;
-use crate::report::{Finding, Status};
+use crate::report::{status_of as status, Finding, Status};
 use crate::state::lock::LockError;
 use crate::state::runtime::{Action, Outcome, State};
 use crate::state::{Loaded, Op, RuntimeFile, StateError};
@@ -334,12 +334,4 @@ fn go(w: &mut Fake, s: &Settings, mode: Mode) -> (Vec<Finding>, End) {
     assert!(!w.locked, "the repair lock outlived the run");
     assert_eq!(w.slept_locked, 0, "slept while holding the repair lock");
     (gate.findings, gate.end)
-}
-
-fn status(findings: &[Finding], id: &str) -> Status {
-    findings
-        .iter()
-        .find(|f| f.id == id)
-        .unwrap_or_else(|| panic!("no {id} in {findings:#?}"))
-        .status
 }

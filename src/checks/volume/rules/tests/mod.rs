@@ -6,7 +6,7 @@ use crate::checks::volume::facts::{ContainerdSeen, FsStats, HiddenData, VolumeFa
 use crate::config::{DeviceSpec, Settings};
 use crate::host::blockdev::BtrfsDevices;
 use crate::host::mountinfo::{DevNum, MountTable};
-use crate::report::Status;
+use crate::report::{status_of, Status};
 use std::path::{Path, PathBuf};
 
 mod shapes;
@@ -59,14 +59,6 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
         },
     };
     (settings, facts)
-}
-
-fn status_of(findings: &[Finding], id: &str) -> Status {
-    findings
-        .iter()
-        .find(|f| f.id == id)
-        .unwrap_or_else(|| panic!("no finding {id} in {findings:#?}"))
-        .status
 }
 
 fn fails(findings: &[Finding]) -> Vec<&str> {
