@@ -94,7 +94,7 @@ stop_containerd() {
 }
 
 # write_hygiene_containerd_config FILE ROOT STATE SOCKET SANDBOX_IMAGE RUNC_ROOT: as
-# write_containerd_config, plus what kubelet's cgroupfs layout needs (tests/support/
+# write_containerd_config, plus what kubelet's cgroupfs layout needs (testkit/src/
 # workload.rs does the same): runc v2 with `SystemdCgroup = false` and its state under
 # RUNC_ROOT (not the host's /run/containerd/runc). containerd 1.x (config version 2).
 write_hygiene_containerd_config() {

@@ -3,7 +3,7 @@
 //! matches a btrfs volume by the device that backs it: the one mountinfo's source names,
 //! carrying the filesystem whose devices the kernel lists in `/sys/fs/btrfs/<fsid>/devices`.
 
-mod support;
+use testkit as support;
 
 use std::path::{Path, PathBuf};
 use support::*;

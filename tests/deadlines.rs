@@ -4,7 +4,7 @@
 //! holding a file open on a FUSE filesystem whose server stopped answering (what a dead
 //! hard-mounted NFS server does to `stat`).
 
-mod support;
+use testkit as support;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};

@@ -2,13 +2,13 @@
 //! `imports` (relative and glob), its `--root` over its config, and a snapshotter
 //! directory that is a symlink inside its root.
 
-mod support;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::node::*;
 use support::runtime::*;
 use support::*;
+use testkit as support;
 
 /// Rewrites `t`'s containerd config so that everything but the version comes from
 /// imports: a relative one (root, state, sockets, CRI) and an absolute glob (one more

@@ -5,7 +5,7 @@
 //! the "nothing lost" check of its content store and images. Root only
 //! (`sudo scripts/test`), except the fragment faults, which need nothing but the binary.
 
-mod support;
+use testkit as support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

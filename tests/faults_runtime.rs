@@ -4,7 +4,7 @@
 //! Each test asserts what the guard does, that it ends in bounded time, and, where
 //! containerd is reached, that nothing was lost (support::content). Root only.
 
-mod support;
+use testkit as support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

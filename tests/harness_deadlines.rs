@@ -1,9 +1,9 @@
-//! Self-test of the harness's deadlines (tests/support/bounded.rs): a command that outlives
+//! Self-test of the harness's deadlines (testkit/src/bounded.rs): a command that outlives
 //! its deadline fails the test naming the command and the deadline, and its whole process
 //! group (a grandchild included) is gone afterwards; a guard facing a SIGSTOPped
 //! containerd is bounded the same way.
 
-mod support;
+use testkit as support;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;

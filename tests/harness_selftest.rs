@@ -1,8 +1,8 @@
-//! Self-test of the shared harness (tests/support): a loop volume mounts and cleans up, the
+//! Self-test of the shared harness (testkit/): a loop volume mounts and cleans up, the
 //! real containerd starts on temp paths and is gone after drop, and the "nothing lost" check
 //! of the fault tests fails when image data is lost (and only then).
 
-mod support;
+use testkit as support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! What the guard changes on a node is exactly what it proved: a restore imports only the
 //! verified image of an archive. Real containerd on a loop-mounted volume. Root only.
 
-mod support;
+use testkit as support;
 
 use std::path::{Path, PathBuf};
 use support::node::*;

@@ -3,13 +3,13 @@
 //! with `--config /dev/zero`, a FIFO, a 1 GiB sparse file, and one in a chroot whose config
 //! names the host's volume, beside a real containerd on a real loop volume.
 
-mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::locks::pid_alive;
 use support::node::*;
 use support::*;
+use testkit as support;
 
 /// The bound issue 14 sets for one `guard verify` among hostile processes.
 const MAX_RSS_KB: u64 = 16 * 1024;

@@ -4,7 +4,7 @@
 //! `state_dir` someone else owns), and config values and directories that must be
 //! refused before anything runs. Real users (`useradd`), real links, real containerd.
 
-mod support;
+use testkit as support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! The guard against the two faults that break pods while a node runs, created for real
-//! (tests/support/hygiene.rs) on a real containerd with CRI, runc and kubelet's cgroupfs
+//! (testkit/src/hygiene.rs) on a real containerd with CRI, runc and kubelet's cgroupfs
 //! layout: a leaked task and an orphaned payload. Each is found with its evidence,
 //! repaired by the guard, and then the pod can be removed / a new container gets the lock;
 //! a healthy pod beside keeps its payload PID, containerd keeps its PID, nothing restarts.
@@ -8,7 +8,7 @@
 //! The tests in this file run one at a time (`SERIAL`): a repairing guard reaps every
 //! orphaned container cgroup on the host, including another test's on purpose.
 
-mod support;
+use testkit as support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -1,4 +1,4 @@
-//! Self-tests of the hygiene harness (tests/support/workload.rs, tests/support/hygiene.rs):
+//! Self-tests of the hygiene harness (testkit/src/workload.rs, testkit/src/hygiene.rs):
 //! each fault the guard is to repair is reproduced for real on Debian's containerd with
 //! CRI, runc and the cgroupfs driver, and shown to have the effect a cluster sees. Root only.
 //!
@@ -7,7 +7,7 @@
 //!     of the workload cannot start, until its cgroup is cleaned;
 //! (c) a healthy pod beside both faults keeps its payload PID throughout.
 
-mod support;
+use testkit as support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! space only warns. From the initrd (`--sysroot`) nothing is recorded, and a volume under
 //! a `/var` the OS mounts after switch-root is left to the OS.
 
-mod support;
+use testkit as support;
 
 use containerd_guard::host::mountinfo::MountTable;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! or nothing proved, on real components: Debian's containerd on temp paths, a real
 //! loop-mounted ext4 volume, the built `guard`. Root only.
 
-mod support;
+use testkit as support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! pod with the sandbox image succeeds, or the guard failed and restarted nothing beyond
 //! its budget. Root only (`sudo scripts/test`).
 
-mod support;
+use testkit as support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,12 +3,12 @@
 //! own systemd unit (cgroup v1's `name=systemd` hierarchy). A guard configured for one
 //! never restarts the other (issue 14).
 
-mod support;
 use containerd_guard::host::{proc, Host};
 use std::path::{Path, PathBuf};
 use support::node::*;
 use support::runtime::*;
 use support::*;
+use testkit as support;
 
 /// A cgroup named like a systemd unit in the `name=systemd` hierarchy; on drop its
 /// processes go back to the hierarchy's root and it is removed.

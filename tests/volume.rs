@@ -6,7 +6,7 @@
 //! Every test builds its own tree ([`TempRoot`]): its own containerd config whose `root` is
 //! the volume path, and its own guard config naming that file via `[containerd] config`.
 
-mod support;
+use testkit as support;
 
 use containerd_guard::config::units::human_size;
 use std::os::unix::process::CommandExt;

@@ -8,7 +8,7 @@
 //! read of every process fails here. Root only; a real containerd with CRI, runc and
 //! kubelet's cgroupfs layout.
 
-mod support;
+use testkit as support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

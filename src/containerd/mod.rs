@@ -1,7 +1,8 @@
 //! Talking to containerd: one gRPC client for the containerd API and CRI v1 over its socket
 //! (every call bounded, errors typed by gRPC code), containerd's own config file (v1, v2,
-//! v3), OCI image structure, image archives, and the kubelet's view (`pod`, used by tests
-//! and examples only). Phase 1 never starts the async runtime these need.
+//! v3), OCI image structure, image archives, and the kubelet's view (`pod`: the
+//! host-network pod every CRI client of the project builds). Phase 1 never starts the
+//! async runtime these need.
 
 pub mod archive;
 #[cfg(feature = "grpc")]

@@ -3,7 +3,7 @@
 # the host decides PASS/FAIL. Usage: scenario.sh standin|incident
 #   standin   the kubelet stand-in's job in these scenarios (kubelet.service's ExecStart=
 #             via the generator's drop-in): run the scenario's pod through CRI with
-#             examples/cri-workload.rs; its key=value lines go to /run/vm-tests/kubelet.result
+#             testkit/src/bin/cri-workload.rs; its key=value lines go to /run/vm-tests/kubelet.result
 #             (package-after, the package scenario's second boot: the same, retried as
 #             kubelet would while CRI is not up)
 #   incident  (vm-tests-scenario.service, after the stand-in, before the report) reproduce

@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long one run of the guard may take (its own waits are bounded well below this).
 pub const GUARD_DEADLINE: Duration = Duration::from_secs(120);

@@ -1,17 +1,19 @@
-//! Shared harness for the root-only integration tests: real loop devices, real mounts, a
-//! real containerd, and the built `guard` binary. Every resource is owned by a guard value
+//! The harness of the root-only integration tests (`tests/`): real loop devices, real
+//! mounts, a real containerd, and the built `guard` binary. A crate of its own (a
+//! dev-dependency of the guard's), so nothing of it is compiled into the guard; its
+//! binaries (`src/bin/`) are the CRI tools the demo, the benches and the VM tests use as
+//! kubelet's stand-in. Every resource is owned by a guard value
 //! whose `Drop` releases it (unmount, detach, kill), so a failing assertion leaves nothing
 //! behind. Nothing here sleeps to synchronise: waits poll a condition with a deadline.
 //!
-//! Use from a test file with `mod support;` and start each root-only test with
+//! Use from a test file with `use testkit as support;` and start each root-only test with
 //! `if !require_root(&[...]) { return; }` ([`require_root`]: as a normal user it skips the
 //! test with one line on stderr). Resources are named uniquely (random labels, temp dirs)
 //! because other engineers and parallel tests use loop devices on the same machine at the
 //! same time.
 //!
 //! ```ignore
-//! mod support;
-//! use support::*;
+//! use testkit::*;
 //!
 //! #[test]
 //! fn example() {
@@ -38,11 +40,10 @@
 //! `scripts/test` points `TMPDIR` at a per-run directory and sweeps it afterwards, so a
 //! leak (a mount, loop device or containerd under it) fails the run and is cleaned up.
 
-#![allow(dead_code, unused_imports)]
-
 pub mod bounded;
 pub mod containerd;
 pub mod content;
+pub mod cri;
 pub mod exporter;
 pub mod guard;
 pub mod hygiene;
@@ -60,7 +61,7 @@ pub use containerd::{
 };
 pub use content::ContentSnapshot;
 pub use exporter::NodeExporter;
-pub use guard::{Guard, Outcome, Running};
+pub use guard::{guard_bin, Guard, Outcome, Running};
 pub use locks::{flock_holders, flock_is_free, KillOnDrop};
 pub use mounts::{FsKind, Image, LoopDevice, LoopVolume, Mount};
 pub use poll::poll_until;

@@ -563,12 +563,7 @@ pub fn start_pod_sandbox(socket: &Path) -> Result<String, String> {
     let uid = super::random_uuid();
     block_on(
         "CRI RunPodSandbox",
-        containerd_guard::containerd::pod::start_host_network_pod(
-            socket,
-            &name,
-            &uid,
-            "guard-test",
-        ),
+        crate::cri::start_host_network_pod(socket, &name, &uid, "guard-test"),
     )
 }
 
@@ -576,7 +571,7 @@ pub fn start_pod_sandbox(socket: &Path) -> Result<String, String> {
 pub fn remove_pod_sandbox(socket: &Path, id: &str) -> Result<(), String> {
     block_on(
         "CRI StopPodSandbox/RemovePodSandbox",
-        containerd_guard::containerd::pod::remove_pod(socket, id),
+        crate::cri::remove_pod(socket, id),
     )
 }
 

@@ -20,7 +20,7 @@
 //! shared by every call (tonic multiplexes it); calls like src/containerd/pod.rs makes them.
 
 use containerd_guard::containerd::client::{connect, request, status_text};
-use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
+use containerd_guard::containerd::pod::HostNetworkPod;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::collections::HashMap;
@@ -28,6 +28,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use testkit::cri::container_config;
 use tonic::transport::Channel;
 
 /// One CRI call may take this long (a sandbox start on a loaded node).
@@ -130,23 +131,8 @@ async fn one_pod(
     )?
     .pod_sandbox_id;
     let container = ContainerConfig {
-        metadata: Some(ContainerMetadata {
-            name: "payload".into(),
-            attempt: 0,
-        }),
-        image: Some(ImageSpec {
-            image,
-            ..Default::default()
-        }),
         labels: HashMap::from([(LABEL.to_string(), "1".to_string())]),
-        linux: Some(LinuxContainerConfig {
-            security_context: Some(LinuxContainerSecurityContext {
-                namespace_options: Some(host_network_namespaces()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
+        ..container_config("payload", &image)
     };
     let req = CreateContainerRequest {
         pod_sandbox_id: sandbox.clone(),

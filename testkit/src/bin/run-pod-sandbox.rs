@@ -8,8 +8,8 @@
 //!
 //! `--keep` leaves the sandbox running, as kubelet would (the VM stand-in does this).
 
-use containerd_guard::containerd::pod::{remove_pod, sandbox_state, start_host_network_pod};
 use std::path::PathBuf;
+use testkit::cri::{remove_pod, sandbox_state, start_host_network_pod};
 
 fn main() {
     let mut args = std::env::args().skip(1);

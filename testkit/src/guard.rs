@@ -7,7 +7,30 @@ use std::process::Command;
 use super::bounded::{self, GUARD_DEADLINE};
 use std::time::{Duration, Instant};
 
-pub const GUARD: &str = env!("CARGO_BIN_EXE_guard");
+/// The `guard` binary under test: `GUARD_BIN` when set, else the one cargo built beside the
+/// running test (`target/<profile>/guard`, the parent of the test's `deps/`).
+pub fn guard_bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("GUARD_BIN") {
+            return bin.to_string_lossy().into_owned();
+        }
+        let exe = std::env::current_exe().expect("the test's own path");
+        let dir = exe.parent().expect("the test's directory");
+        let profile = if dir.ends_with("deps") {
+            dir.parent().expect("the profile directory")
+        } else {
+            dir
+        };
+        let bin = profile.join("guard");
+        assert!(
+            bin.is_file(),
+            "no guard binary at {} (build it: cargo build --bin guard, or set GUARD_BIN)",
+            bin.display()
+        );
+        bin.to_string_lossy().into_owned()
+    })
+}
 
 /// Builder for one `guard` invocation.
 #[derive(Debug, Clone)]
@@ -70,10 +93,10 @@ impl Guard {
     /// The command before its arguments: the guard itself, or its wrapper.
     fn command(&self) -> Command {
         match self.wrapper.split_first() {
-            None => Command::new(GUARD),
+            None => Command::new(guard_bin()),
             Some((program, rest)) => {
                 let mut cmd = Command::new(program);
-                cmd.args(rest).arg(GUARD);
+                cmd.args(rest).arg(guard_bin());
                 cmd
             }
         }
@@ -269,7 +292,7 @@ impl Guard {
         let child = cmd
             .process_group(0)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {GUARD}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", guard_bin()));
         Running {
             child: Some(child),
             stderr_path,

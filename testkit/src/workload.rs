@@ -11,9 +11,9 @@
 
 use super::hygiene::{kill_shims_of, remove_cgroup_tree, unmount_under};
 use super::runtime::{block_on_within, tar, PauseImage};
-use super::{poll_until, run, unique, which, Containerd, TempRoot};
+use super::{poll_until, run, unique, Containerd, TempRoot};
 use containerd_guard::containerd::client::{connect, request};
-use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
+use containerd_guard::containerd::pod::HostNetworkPod;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::path::{Path, PathBuf};
@@ -394,14 +394,6 @@ impl Pod {
         host_dir: &Path,
     ) -> Result<String, CriError> {
         let config = ContainerConfig {
-            metadata: Some(ContainerMetadata {
-                name: name.to_string(),
-                attempt: 0,
-            }),
-            image: Some(ImageSpec {
-                image: image.to_string(),
-                ..Default::default()
-            }),
             args: args.iter().map(|a| a.to_string()).collect(),
             mounts: vec![Mount {
                 container_path: "/data".into(),
@@ -409,14 +401,7 @@ impl Pod {
                 ..Default::default()
             }],
             log_path: format!("{name}.log"),
-            linux: Some(LinuxContainerConfig {
-                security_context: Some(LinuxContainerSecurityContext {
-                    namespace_options: Some(host_network_namespaces()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
+            ..crate::cri::container_config(name, image)
         };
         let req = CreateContainerRequest {
             pod_sandbox_id: self.sandbox_id.clone(),

@@ -21,7 +21,6 @@ use super::{poll_until, Containerd, TempRoot};
 use containerd_client::services::v1::tasks_client::TasksClient;
 use containerd_client::services::v1::{DeleteTaskRequest, GetRequest};
 use containerd_guard::containerd::client::{connect, request, K8S_NS};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

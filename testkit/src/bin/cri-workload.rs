@@ -24,11 +24,12 @@
 //! and exits 0 (ok), 1 (fail) or 2 (usage).
 
 use containerd_guard::containerd::client::{connect, request, status_text};
-use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
+use containerd_guard::containerd::pod::HostNetworkPod;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use testkit::cri::container_config;
 use tonic::transport::Channel;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -204,14 +205,6 @@ async fn run(c: &mut Cri, r: &RunArgs) -> Result<(), String> {
         .pod_sandbox_id;
     println!("pod_sandbox_id={pod}");
     let config = ContainerConfig {
-        metadata: Some(ContainerMetadata {
-            name: r.name.clone(),
-            attempt: 0,
-        }),
-        image: Some(ImageSpec {
-            image: r.image.clone(),
-            ..Default::default()
-        }),
         args: r.args.clone(),
         mounts: r
             .mounts
@@ -223,16 +216,7 @@ async fn run(c: &mut Cri, r: &RunArgs) -> Result<(), String> {
             })
             .collect(),
         log_path: rel,
-        // kubelet's default for a container: its own PID namespace (a pod without
-        // shareProcessNamespace), so it does not die with the sandbox's pause process.
-        linux: Some(LinuxContainerConfig {
-            security_context: Some(LinuxContainerSecurityContext {
-                namespace_options: Some(host_network_namespaces()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
+        ..container_config(&r.name, &r.image)
     };
     let id = c
         .create_container(request(

@@ -1,0 +1,112 @@
+//! CRI clients of the tests and the CRI tools: start, inspect and remove a host-network
+//! pod as kubelet would (`containerd_guard::containerd::pod::HostNetworkPod`), and the one
+//! container config every tool builds.
+
+use containerd_guard::containerd::client::{connect, request, status_text};
+use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_cri::v1::*;
+use std::path::Path;
+use std::time::Duration;
+
+/// One CRI call may take this long: RunPodSandbox pulls the sandbox image when missing.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A container as kubelet asks for one in a host-network pod: its own PID namespace (a
+/// pod without shareProcessNamespace, so it does not die with the sandbox's pause
+/// process), the node's network. Callers add args, mounts, labels and the log path with
+/// `ContainerConfig { args, ..container_config(name, image) }`.
+pub fn container_config(name: &str, image: &str) -> ContainerConfig {
+    ContainerConfig {
+        metadata: Some(ContainerMetadata {
+            name: name.to_string(),
+            attempt: 0,
+        }),
+        image: Some(ImageSpec {
+            image: image.to_string(),
+            ..Default::default()
+        }),
+        linux: Some(LinuxContainerConfig {
+            security_context: Some(LinuxContainerSecurityContext {
+                namespace_options: Some(host_network_namespaces()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Starts a host-network sandbox named `name` in pod namespace `namespace`; returns its ID
+/// or CRI's error text (the text kubelet would put in a `FailedCreatePodSandBox` event).
+pub async fn start_host_network_pod(
+    socket: &Path,
+    name: &str,
+    uid: &str,
+    namespace: &str,
+) -> Result<String, String> {
+    let conn = connect(socket, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let config = HostNetworkPod {
+        name,
+        uid,
+        namespace,
+        ..Default::default()
+    }
+    .config();
+    let req = RunPodSandboxRequest {
+        config: Some(config),
+        runtime_handler: String::new(),
+    };
+    Ok(c.run_pod_sandbox(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner()
+        .pod_sandbox_id)
+}
+
+/// StopPodSandbox then RemovePodSandbox, so nothing is left behind.
+pub async fn remove_pod(socket: &Path, id: &str) -> Result<(), String> {
+    let conn = connect(socket, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let stop = StopPodSandboxRequest {
+        pod_sandbox_id: id.to_string(),
+    };
+    c.stop_pod_sandbox(request(stop, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?;
+    let remove = RemovePodSandboxRequest {
+        pod_sandbox_id: id.to_string(),
+    };
+    c.remove_pod_sandbox(request(remove, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?;
+    Ok(())
+}
+
+/// PodSandboxStatus's state name (`SANDBOX_READY` when the pause process runs).
+pub async fn sandbox_state(socket: &Path, id: &str) -> Result<String, String> {
+    let conn = connect(socket, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let req = PodSandboxStatusRequest {
+        pod_sandbox_id: id.to_string(),
+        verbose: false,
+    };
+    let status = c
+        .pod_sandbox_status(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner()
+        .status
+        .ok_or("PodSandboxStatus: no status in the answer")?;
+    Ok(PodSandboxState::try_from(status.state)
+        .map(|s| s.as_str_name().to_string())
+        .unwrap_or_else(|_| format!("state {}", status.state)))
+}
