@@ -362,6 +362,58 @@ fn h06_a_stopped_task_cri_never_knew_is_reported_and_left_alone() {
 /// CRI did not make (`Containers.List`, filtered) and each container CRI does not vouch
 /// for. The same leak is deleted and the same stranger left alone as in h06.
 #[test]
+fn h12_a_sandbox_image_removed_while_the_node_runs_is_restored_by_hygiene_without_a_restart() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    use support::cri::{image_pinned, remove_image};
+    use support::runtime::{block_on, PauseImage};
+    let _serial = serial();
+    let n = HygieneNode::start();
+    // The registry (localhost:80) is unreachable, and pulls are off: only the archive can
+    // bring the image back.
+    let archive = PauseImage::new(PAUSE_IMAGE).write_oci(&n.t.path().join("pause.oci.tar"), false);
+    let sandbox = format!(
+        "[sandbox]\narchives = [\"{}\"]\npull = false\n",
+        archive.display()
+    );
+    let cfg = guard_config(&n, &sandbox);
+    let containerd_pid = n.ctrd.pid();
+    guard(&cfg, &["hygiene"]).expect(0, "runtime.sandbox-image", "pass");
+
+    // What kubelet's image GC or `crictl rmi` does.
+    block_on("CRI RemoveImage", remove_image(&n.socket(), PAUSE_IMAGE))
+        .unwrap_or_else(|e| panic!("RemoveImage {PAUSE_IMAGE}: {e}"));
+    let gone = block_on("CRI ImageStatus", image_pinned(&n.socket(), PAUSE_IMAGE));
+    assert_eq!(gone, Ok(None), "the sandbox image is gone");
+    guard(&cfg, &["verify"]).expect(1, "runtime.sandbox-image", "fail");
+
+    let out = guard(&cfg, &["hygiene"]);
+    shown(
+        &["hygiene"],
+        &out,
+        &["runtime.sandbox-image", "remedy.restore-image"],
+    );
+    out.expect(0, "runtime.sandbox-image", "pass")
+        .expect(0, "remedy.restore-image", "pass");
+    assert!(
+        !support::node::has_finding(&out, "remedy.restart"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(n.ctrd.pid(), containerd_pid, "containerd was not restarted");
+    let back = block_on("CRI ImageStatus", image_pinned(&n.socket(), PAUSE_IMAGE));
+    assert!(
+        matches!(back, Ok(Some(_))),
+        "CRI knows the image again: {back:?}"
+    );
+    // A real RunPodSandbox with the restored image (panics with CRI's error otherwise).
+    n.pod("after-restore");
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert!(status.stdout.contains("import"), "{}", status.dump());
+}
+
+#[test]
 fn h11_without_the_task_bundles_containerd_is_asked_and_the_verdicts_are_the_same() {
     if !require_root(TOOLS) {
         return;

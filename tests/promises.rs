@@ -448,9 +448,9 @@ fn hygiene_on_a_stale_containerd_never_restarts_it() {
     if !require_root(TOOLS) {
         return;
     }
-    // README: `guard hygiene` "deletes exactly the leaked tasks, kills exactly the orphaned
-    // container cgroups; never restarts containerd" - not even a stale one (that is the
-    // boot's `guard runtime` or an operator's `verify --repair`).
+    // README: `guard hygiene` "... restores the sandbox image from the archive ...; never
+    // restarts containerd" - not even a stale one (that is the boot's `guard runtime` or an
+    // operator's `verify --repair`), and restores nothing into it.
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:hyg", dead_port()));
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     let (pid, started) = (n.ctrd.pid(), start_time(n.ctrd.pid()));
@@ -469,12 +469,13 @@ fn hygiene_on_a_stale_containerd_never_restarts_it() {
         "{}",
         out.dump()
     );
-    assert_eq!(
-        out.code,
-        0,
-        "nothing leaked, nothing orphaned: {}",
-        out.dump()
+    // The sandbox image is hygiene's too, but a stale containerd's images describe the
+    // wrong filesystem: nothing is restored into it, and the finding says why.
+    out.expect(1, "runtime.sandbox-image", "fail").mentions(
+        "runtime.sandbox-image",
+        &["containerd is stale", "guard verify --repair"],
     );
+    assert!(!has_finding(&out, "runtime.stale"), "{}", out.dump());
     before.assert_nothing_lost(&n.content());
 }
 

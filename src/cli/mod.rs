@@ -123,7 +123,8 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Find and clean up leaked containerd tasks and orphaned container payloads, without
+    /// Find and clean up leaked containerd tasks and orphaned container payloads, and keep
+    /// the sandbox image (restored from the archive when it was removed), without
     /// restarting containerd (run every 2 minutes by containerd-guard-hygiene.timer).
     Hygiene {
         /// Print each action it would take and change nothing.

@@ -110,3 +110,46 @@ pub async fn sandbox_state(socket: &Path, id: &str) -> Result<String, String> {
         .map(|s| s.as_str_name().to_string())
         .unwrap_or_else(|_| format!("state {}", status.state)))
 }
+
+/// CRI RemoveImage of `reference`, as kubelet's image garbage collection or an operator's
+/// `crictl rmi` removes it.
+pub async fn remove_image(socket: &Path, reference: &str) -> Result<(), String> {
+    use k8s_cri::v1::image_service_client::ImageServiceClient;
+    let conn = connect(socket, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut c = ImageServiceClient::new(conn.channel.clone());
+    let req = RemoveImageRequest {
+        image: Some(ImageSpec {
+            image: reference.to_string(),
+            ..Default::default()
+        }),
+    };
+    c.remove_image(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?;
+    Ok(())
+}
+
+/// CRI ImageStatus of `reference`: `None` when CRI does not know it, else whether it is
+/// pinned (always `false` on containerd 1.6, which has no pinning).
+pub async fn image_pinned(socket: &Path, reference: &str) -> Result<Option<bool>, String> {
+    use k8s_cri::v1::image_service_client::ImageServiceClient;
+    let conn = connect(socket, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut c = ImageServiceClient::new(conn.channel.clone());
+    let req = ImageStatusRequest {
+        image: Some(ImageSpec {
+            image: reference.to_string(),
+            ..Default::default()
+        }),
+        verbose: false,
+    };
+    let status = c
+        .image_status(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner();
+    Ok(status.image.map(|i| i.pinned))
+}

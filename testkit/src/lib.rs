@@ -12,7 +12,7 @@
 //! because other engineers and parallel tests use loop devices on the same machine at the
 //! same time.
 //!
-//! ```ignore
+//! ```text
 //! use testkit::*;
 //!
 //! #[test]

@@ -47,6 +47,13 @@ impl Scope {
         self.0.contains(&family)
     }
 
+    /// Whether a look gathers the family's facts: those it covers, and the stale facts
+    /// wherever the sandbox image is covered (a stale containerd's images describe the
+    /// wrong filesystem: nothing is restored into it, whether or not the run reports it).
+    pub fn looks_at(self, family: Family) -> bool {
+        self.covers(family) || (family == Family::Stale && self.covers(Family::SandboxImage))
+    }
+
     /// Whether a check's finding belongs in this run's report.
     pub fn reports(self, id: Id) -> bool {
         id == Id::RuntimeAnswers || Family::of(id).is_some_and(|f| self.covers(f))
@@ -105,7 +112,7 @@ impl Plan {
 pub fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Finding>, Plan) {
     let (mut findings, silent) = runtime::evaluate(knobs, &obs.runtime);
     let (stale_finding, is_stale) = stale::evaluate(obs.stale.as_ref());
-    let (image_finding, restore) = sandbox_image::evaluate(obs.sandbox_image.as_ref());
+    let (mut image_finding, restore) = sandbox_image::evaluate(obs.sandbox_image.as_ref());
     let (leak_finding, delete_tasks) =
         leaked_tasks::evaluate(obs.leaked_tasks.as_ref(), hygiene_blocks);
     let (orphan_finding, reap) = orphans::evaluate(obs.orphans.as_ref(), hygiene_blocks);
@@ -114,6 +121,12 @@ pub fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Fin
         Status::Warn => kill_mode_finding.evidence.clone(),
         _ => Vec::new(),
     };
+    if restore && is_stale {
+        image_finding = image_finding.evidence(
+            "not restored: containerd is stale (runtime.stale), so its images describe the \
+             wrong filesystem; restart it first (`guard verify --repair`)",
+        );
+    }
     findings.insert(findings.len().min(3), stale_finding);
     findings.extend([
         image_finding,

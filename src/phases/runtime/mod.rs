@@ -67,14 +67,15 @@ impl Mode {
         scope: Scope::ALL,
         deadline: None,
     };
-    /// `guard hygiene`: leaked tasks and orphans only; never a restart, never the volume
-    /// or images.
+    /// `guard hygiene` (the 2-minute timer): what breaks pods while the node runs. Leaked
+    /// tasks, orphans, and the sandbox image (kept: restored from the archives, pulled at
+    /// most once a run where pulls are allowed). Never a restart, never the volume.
     pub const HYGIENE: Mode = Mode {
         hold: false,
         repair: true,
         force: false,
         dry_run: false,
-        scope: Scope(&[Family::LeakedTasks, Family::Orphans]),
+        scope: Scope(&[Family::LeakedTasks, Family::Orphans, Family::SandboxImage]),
         deadline: None,
     };
 

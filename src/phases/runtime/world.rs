@@ -222,7 +222,7 @@ impl World for Node<'_> {
         let display = self.target.socket.display().to_string();
         let waited =
             || format_duration(Duration::from_millis(started.elapsed().as_millis() as u64));
-        let kill_mode = match scope.covers(Family::KillMode) {
+        let kill_mode = match scope.looks_at(Family::KillMode) {
             true => {
                 tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
             }
@@ -252,7 +252,7 @@ impl World for Node<'_> {
             }
         };
         let stale = async {
-            match scope.covers(Family::Stale) {
+            match scope.looks_at(Family::Stale) {
                 true => Some(self.stale_look(&socket).await),
                 false => None,
             }
@@ -260,13 +260,13 @@ impl World for Node<'_> {
         // The families ask containerd concurrently (one HTTP/2 channel): a look costs the
         // slowest family's round trips, not the sum of all of them.
         let image = async {
-            match scope.covers(Family::SandboxImage) {
+            match scope.looks_at(Family::SandboxImage) {
                 true => Some(sandbox_image::gather(&conn, &self.target.image).await),
                 false => None,
             }
         };
         let hygiene = async {
-            match scope.covers(Family::LeakedTasks) || scope.covers(Family::Orphans) {
+            match scope.looks_at(Family::LeakedTasks) || scope.looks_at(Family::Orphans) {
                 true => self.hygiene_looks(&conn).await,
                 false => (None, None),
             }

@@ -1,7 +1,7 @@
 //! The sandbox image: imported from `[sandbox] archives` first, then pulled through CRI
 //! where the config allows, each attempt bounded and recorded.
 
-use super::{Machine, Step, World};
+use super::{Family, Machine, Step, World};
 use crate::remedies::restore::Import;
 use crate::report::{Finding, Id};
 use crate::state::runtime::{Action, Outcome};
@@ -15,9 +15,19 @@ impl<W: World> Machine<'_, W> {
                 return Step::Observe;
             }
         }
-        match self.s.sandbox.pull && self.pulls < self.s.sandbox.pull_attempts {
+        match self.s.sandbox.pull && self.pulls < self.pull_attempts() {
             true => Step::Pull,
             false => Step::Hold,
+        }
+    }
+
+    /// `[sandbox] pull_attempts`, but one for a run that only keeps the node as it is
+    /// (`guard hygiene`: the next timer period tries again), so that it stays within its
+    /// unit's timeout.
+    fn pull_attempts(&self) -> u32 {
+        match self.mode.scope.covers(Family::Runtime) {
+            true => self.s.sandbox.pull_attempts,
+            false => 1,
         }
     }
 
@@ -73,7 +83,7 @@ impl<W: World> Machine<'_, W> {
     /// again (another guard may have restored the image).
     pub(super) async fn pull(&mut self) -> Step {
         self.pulls += 1;
-        let (attempt, attempts) = (self.pulls, self.s.sandbox.pull_attempts);
+        let (attempt, attempts) = (self.pulls, self.pull_attempts());
         let reference = self.w.image_reference();
         crate::notify::status(&format!(
             "pulling {reference} through CRI, attempt {attempt} of {attempts}"

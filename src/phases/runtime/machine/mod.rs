@@ -12,7 +12,7 @@ mod restart;
 
 use super::decide::{first_failure, judge, Observation, Plan, RestartReason};
 use super::world::World;
-use super::{End, Family, Gate, Mode};
+use super::{End, Family, Gate, Mode, Scope};
 use crate::backoff::Backoff;
 use crate::checks::runtime::rules::Knobs;
 use crate::config::units::format_duration;
@@ -65,6 +65,17 @@ struct Machine<'a, W: World> {
     pull_errors: Vec<String>,
     poll: Backoff,
     pull_pause: Backoff,
+}
+
+/// The plan without the remedies of families the run does not cover: no restart for a
+/// fault the run does not report (`guard hygiene` looks at the stale facts only to keep
+/// the image out of a stale containerd), no restore where the image is not its business.
+fn permitted(scope: Scope, plan: Plan) -> Plan {
+    Plan {
+        restart: plan.restart.filter(|r| scope.covers(r.family())),
+        restore_image: plan.restore_image && scope.covers(Family::SandboxImage),
+        ..plan
+    }
 }
 
 /// Runs phase 2 to its end. `command` names the run in the state file.
@@ -188,6 +199,7 @@ impl<'a, W: World> Machine<'a, W> {
         // run (kubelet's gate) reports them as warnings and cleans them up.
         let (checks, plan) = judge(&self.knobs, !self.mode.hold, obs);
         let scope = self.mode.scope;
+        let plan = permitted(scope, plan);
         self.checks = checks.into_iter().filter(|f| scope.reports(f.id)).collect();
         self.restart_risks = plan.restart_risks.clone();
         if let Some(t) = &self.terminal {
@@ -219,17 +231,13 @@ impl<'a, W: World> Machine<'a, W> {
     /// The remedy for this cycle: a restart first (a stale containerd's answers about
     /// anything else describe the wrong filesystem), then hygiene once, then the image.
     fn next_remedy(&mut self, failing: bool, plan: Plan) -> Step {
-        let scope = self.mode.scope;
         if let (true, Some(reason)) = (failing, plan.restart) {
-            if scope.covers(reason.family()) {
-                return Step::Restart(reason);
-            }
+            return Step::Restart(reason);
         }
         if plan.has_hygiene() && !self.hygiene_done {
             return Step::Hygiene(Box::new(plan));
         }
-        let restore = plan.restore_image && scope.covers(Family::SandboxImage);
-        match (failing, restore) {
+        match (failing, plan.restore_image) {
             (false, _) => Step::Finish(End::Usable),
             (true, true) => Step::Restore,
             // (a run that does not hold, `guard hygiene` included, ends there: unusable)

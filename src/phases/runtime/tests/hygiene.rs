@@ -38,8 +38,8 @@ fn a_leaked_task_that_cannot_be_deleted_warns_in_runtime_and_fails_verify() {
 }
 
 #[test]
-fn hygiene_reaps_orphans_and_never_restarts_or_touches_images() {
-    let mut w = Fake::new(&[Looks::Stale]); // even a stale containerd is not hygiene's business
+fn hygiene_reaps_orphans_and_never_restarts_even_a_stale_containerd() {
+    let mut w = Fake::new(&[Looks::Stale]); // a stale containerd is not hygiene's to restart
     (w.leak, w.orphan) = (true, true);
     let (f, end) = go(&mut w, &settings(), Mode::HYGIENE);
     assert_eq!(end, End::Usable);
@@ -48,11 +48,66 @@ fn hygiene_reaps_orphans_and_never_restarts_or_touches_images() {
         (1, 1, 0, 0, 0)
     );
     let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
-    assert!(
-        !ids.contains(&"runtime.stale") && !ids.contains(&"runtime.sandbox-image"),
-        "{ids:?}"
-    );
+    assert!(!ids.contains(&"runtime.stale"), "{ids:?}");
     assert_eq!(status(&f, "remedy.reap-orphans"), Status::Pass);
+
+    // Nor does its dry run say it would.
+    let mut w = Fake::new(&[Looks::Stale]);
+    let dry = Mode {
+        dry_run: true,
+        ..Mode::HYGIENE
+    };
+    let (f, _) = go(&mut w, &settings(), dry);
+    assert!(f.iter().all(|f| f.id != "remedy.restart"), "{f:#?}");
+}
+
+#[test]
+fn hygiene_restores_a_sandbox_image_removed_while_the_node_runs_without_a_restart() {
+    let mut w = Fake::new(&[Looks::ImageMissing]);
+    w.archive = Some(Import::Imported("imported pause.tar".into()));
+    let (f, end) = go(&mut w, &settings(), Mode::HYGIENE);
+    assert_eq!(end, End::Usable, "{f:#?}");
+    assert_eq!((w.imports, w.pulls, w.restarts), (1, 0, 0));
+    assert_eq!(
+        status(&f, "runtime.sandbox-image"),
+        Status::Pass,
+        "looked again"
+    );
+    assert_eq!(status(&f, "remedy.restore-image"), Status::Pass);
+    let history = &w.state.unwrap().history;
+    assert!(
+        history.iter().any(|r| r.action == Action::Import),
+        "{history:?}"
+    );
+}
+
+#[test]
+fn hygiene_pulls_at_most_once_a_run_and_never_into_a_stale_containerd() {
+    let mut w = Fake::new(&[Looks::ImageMissing]);
+    w.archive = Some(Import::Refused("content does not match".into()));
+    let (f, end) = go(&mut w, &settings(), Mode::HYGIENE);
+    assert_eq!(end, End::Unusable);
+    assert_eq!(
+        (w.imports, w.pulls, w.restarts),
+        (1, 1, 0),
+        "settings() allow 2 pull attempts; the timer's run makes one"
+    );
+    assert_eq!(status(&f, "remedy.pull"), Status::Warn);
+
+    // Stale and the image missing: nothing restored, and the image finding says why.
+    let mut w = Fake::new(&[Looks::Stale]);
+    w.archive = Some(Import::Imported("imported pause.tar".into()));
+    w.stale_image_missing = true;
+    let (f, _) = go(&mut w, &settings(), Mode::HYGIENE);
+    assert_eq!((w.imports, w.pulls, w.restarts), (0, 0, 0));
+    let image = f.iter().find(|f| f.id == "runtime.sandbox-image").unwrap();
+    assert!(
+        image
+            .evidence
+            .iter()
+            .any(|e| e.contains("containerd is stale")),
+        "{image:#?}"
+    );
 }
 
 #[test]

@@ -81,6 +81,8 @@ struct Fake {
     leak: bool,
     orphan: bool,
     delete_fails: bool,
+    /// The sandbox image is missing too, whatever the looks.
+    stale_image_missing: bool,
     // What happened:
     deleted: u32,
     reaped: u32,
@@ -115,6 +117,7 @@ impl Fake {
             leak: false,
             orphan: false,
             delete_fails: false,
+            stale_image_missing: false,
             deleted: 0,
             reaped: 0,
             restarts: 0,
@@ -220,10 +223,13 @@ impl World for Fake {
             return observation(looks);
         }
         let mut o = observation(looks);
-        if !scope.covers(Family::Stale) {
+        if self.stale_image_missing {
+            o.sandbox_image = Some(image_facts(true));
+        }
+        if !scope.looks_at(Family::Stale) {
             o.stale = None;
         }
-        if !scope.covers(Family::SandboxImage) {
+        if !scope.looks_at(Family::SandboxImage) {
             o.sandbox_image = None;
         }
         if self.leak || self.orphan {
