@@ -78,10 +78,21 @@ pub async fn import_archive(
         path.display(),
         verified.format
     );
-    match name_it(conn, &verified, wanted).await {
-        Ok(false) => Import::Imported(how),
-        Ok(true) => Import::Imported(format!("{how} and named it {wanted}")),
-        Err(e) => Import::Failed(format!("{}: {e}", path.display())),
+    let how = match name_it(conn, &verified, wanted).await {
+        Ok(false) => how,
+        Ok(true) => format!("{how} and named it {wanted}"),
+        Err(e) => return Import::Failed(format!("{}: {e}", path.display())),
+    };
+    Import::Imported(format!("{how}; {}", pinned(conn, wanted).await))
+}
+
+/// Pins the image the guard just brought back, so kubelet's image garbage collection
+/// leaves it alone where containerd pins (the evidence line's end). A failed pin is said,
+/// not a failed restore: the image is there.
+pub async fn pinned(conn: &Conn, name: &str) -> String {
+    match image::pin(conn, name).await {
+        Ok(()) => format!("labelled {}=pinned", image::PINNED_LABEL),
+        Err(e) => format!("not pinned: {e}"),
     }
 }
 

@@ -22,7 +22,7 @@ use crate::host::Host;
 use crate::phases::OwnMounts;
 use crate::remedies::command::{run_argv, CommandError};
 use crate::remedies::hygiene;
-use crate::remedies::restore::{import_archive, Import};
+use crate::remedies::restore::{import_archive, pinned, Import};
 use crate::remedies::{pull, RemedyError};
 use crate::state::lock::{LockError, RepairLock};
 use crate::state::runtime::State;
@@ -352,13 +352,12 @@ impl World for Node<'_> {
 
     async fn pull(&mut self) -> Result<String, RemedyError> {
         let conn = self.conn()?;
-        pull::pull(
-            conn,
-            &self.target.image.reference,
-            self.settings.sandbox.pull_timeout,
-        )
-        .await
-        .map_err(RemedyError::from)
+        let reference = &self.target.image.reference;
+        let pulled = pull::pull(conn, reference, self.settings.sandbox.pull_timeout).await?;
+        Ok(format!(
+            "{pulled}; {}",
+            pinned(conn, &self.image_name()).await
+        ))
     }
 
     fn image_reference(&self) -> String {
