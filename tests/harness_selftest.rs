@@ -206,7 +206,11 @@ fn ci_run(vm_run: Option<u32>, ci: Option<&str>) -> std::process::Output {
     if let Some(mode) = vm_run {
         script("vm-tests/run", "#!/bin/sh\necho vm-tests ran\n", mode);
     }
-    let mut cmd = std::process::Command::new(root.join(".ci/run"));
+    // Through bash rather than exec'ing the copy: a fork by another test thread while
+    // the copy was open for writing would make exec fail with ETXTBSY (a kernel race,
+    // not a failure of .ci/run). bash only reads it.
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(root.join(".ci/run"));
     cmd.env_remove("CI").env_remove("GUARD_SKIP_VM_TESTS");
     if let Some(ci) = ci {
         cmd.env("CI", ci);

@@ -13,7 +13,6 @@ use crate::backoff::Backoff;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::io::{Read, Seek, Write};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const LOCK_FILE: &str = "repair.lock";
@@ -39,14 +38,9 @@ pub enum LockError {
 /// retries within its own bound.
 pub fn try_lock(dir: &Dir) -> Result<RepairLock, LockError> {
     let path = dir.path().join(LOCK_FILE);
-    let unavailable = |op, e| StateError::Io {
-        op,
-        path: path.clone(),
-        source: Arc::new(e),
-    };
     let file = dir
         .open_or_create(LOCK_FILE)
-        .map_err(|e| unavailable(Op::Open, e))?;
+        .map_err(super::io(Op::Open, path.clone()))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(mut lock) => {
             // Evidence for the waiters; the lock itself is the flock, not this text.
@@ -55,7 +49,7 @@ pub fn try_lock(dir: &Dir) -> Result<RepairLock, LockError> {
             Ok(RepairLock { _lock: lock })
         }
         Err((file, nix::errno::Errno::EWOULDBLOCK)) => Err(LockError::Busy(holder(file))),
-        Err((_, e)) => Err(unavailable(Op::Lock, e.into()).into()),
+        Err((_, e)) => Err(super::io(Op::Lock, path)(e.into()).into()),
     }
 }
 

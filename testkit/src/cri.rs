@@ -4,6 +4,7 @@
 
 use containerd_guard::containerd::client::{connect, request, status_text};
 use containerd_guard::containerd::pod::{host_network_namespaces, HostNetworkPod};
+use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::path::Path;
@@ -12,6 +13,31 @@ use std::time::Duration;
 /// One CRI call may take this long: RunPodSandbox pulls the sandbox image when missing.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A channel to containerd's socket, for one tool's call or two.
+async fn channel(socket: &Path) -> Result<tonic::transport::Channel, String> {
+    let conn = connect(socket, CONNECT_TIMEOUT).await;
+    conn.map(|c| c.channel).map_err(|e| e.to_string())
+}
+
+fn image_spec(reference: &str) -> Option<ImageSpec> {
+    Some(ImageSpec {
+        image: reference.to_string(),
+        ..Default::default()
+    })
+}
+
+/// The I/O runtime of a kubelet stand-in tool; when it cannot start, the tool says so in
+/// the stand-in's `key=value` protocol (`result=fail`) and exits 1.
+pub fn stand_in_runtime() -> tokio::runtime::Runtime {
+    let built = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    built.unwrap_or_else(|e| {
+        println!("result=fail\nerror=cannot start the I/O runtime: {e}");
+        std::process::exit(1);
+    })
+}
 
 /// A container as kubelet asks for one in a host-network pod: its own PID namespace (a
 /// pod without shareProcessNamespace, so it does not die with the sandbox's pause
@@ -46,10 +72,7 @@ pub async fn start_host_network_pod(
     uid: &str,
     namespace: &str,
 ) -> Result<String, String> {
-    let conn = connect(socket, CONNECT_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let mut c = RuntimeServiceClient::new(channel(socket).await?);
     let config = HostNetworkPod {
         name,
         uid,
@@ -70,10 +93,7 @@ pub async fn start_host_network_pod(
 
 /// StopPodSandbox then RemovePodSandbox, so nothing is left behind.
 pub async fn remove_pod(socket: &Path, id: &str) -> Result<(), String> {
-    let conn = connect(socket, CONNECT_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let mut c = RuntimeServiceClient::new(channel(socket).await?);
     let stop = StopPodSandboxRequest {
         pod_sandbox_id: id.to_string(),
     };
@@ -91,10 +111,7 @@ pub async fn remove_pod(socket: &Path, id: &str) -> Result<(), String> {
 
 /// PodSandboxStatus's state name (`SANDBOX_READY` when the pause process runs).
 pub async fn sandbox_state(socket: &Path, id: &str) -> Result<String, String> {
-    let conn = connect(socket, CONNECT_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let mut c = RuntimeServiceClient::new(channel(socket).await?);
     let req = PodSandboxStatusRequest {
         pod_sandbox_id: id.to_string(),
         verbose: false,
@@ -114,16 +131,9 @@ pub async fn sandbox_state(socket: &Path, id: &str) -> Result<String, String> {
 /// CRI RemoveImage of `reference`, as kubelet's image garbage collection or an operator's
 /// `crictl rmi` removes it.
 pub async fn remove_image(socket: &Path, reference: &str) -> Result<(), String> {
-    use k8s_cri::v1::image_service_client::ImageServiceClient;
-    let conn = connect(socket, CONNECT_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut c = ImageServiceClient::new(conn.channel.clone());
+    let mut c = ImageServiceClient::new(channel(socket).await?);
     let req = RemoveImageRequest {
-        image: Some(ImageSpec {
-            image: reference.to_string(),
-            ..Default::default()
-        }),
+        image: image_spec(reference),
     };
     c.remove_image(request(req, None, CALL_TIMEOUT))
         .await
@@ -134,16 +144,9 @@ pub async fn remove_image(socket: &Path, reference: &str) -> Result<(), String> 
 /// CRI ImageStatus of `reference`: `None` when CRI does not know it, else whether it is
 /// pinned (always `false` on containerd 1.6, which has no pinning).
 pub async fn image_pinned(socket: &Path, reference: &str) -> Result<Option<bool>, String> {
-    use k8s_cri::v1::image_service_client::ImageServiceClient;
-    let conn = connect(socket, CONNECT_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut c = ImageServiceClient::new(conn.channel.clone());
+    let mut c = ImageServiceClient::new(channel(socket).await?);
     let req = ImageStatusRequest {
-        image: Some(ImageSpec {
-            image: reference.to_string(),
-            ..Default::default()
-        }),
+        image: image_spec(reference),
         verbose: false,
     };
     let status = c

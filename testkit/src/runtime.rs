@@ -50,32 +50,36 @@ pub fn tar(entries: &[(&str, u32, &[u8])]) -> Vec<u8> {
 pub fn pause_binary() -> &'static [u8] {
     static BIN: OnceLock<Vec<u8>> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("cg-pause.")
-            .tempdir()
-            .expect("tempdir");
-        let src = dir.path().join("pause.c");
-        std::fs::write(
-            &src,
+        static_binary(
+            "pause",
             "#include <signal.h>\n#include <unistd.h>\n\
              static void bye(int s) { (void)s; _exit(0); }\n\
              int main(void) { signal(SIGTERM, bye); signal(SIGINT, bye); for (;;) pause(); }\n",
         )
-        .unwrap();
-        let out = dir.path().join("pause");
-        run(
-            "gcc",
-            &[
-                "-static",
-                "-Os",
-                "-s",
-                "-o",
-                out.to_str().unwrap(),
-                src.to_str().unwrap(),
-            ],
-        );
-        std::fs::read(out).unwrap()
     })
+}
+
+/// `source` (C) compiled with `gcc -static -Os -s` into a binary named `name`, its bytes.
+pub fn static_binary(name: &str, source: &str) -> Vec<u8> {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("cg-{name}."))
+        .tempdir()
+        .expect("tempdir");
+    let src = dir.path().join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.path().join(name);
+    run(
+        "gcc",
+        &[
+            "-static",
+            "-Os",
+            "-s",
+            "-o",
+            out.to_str().unwrap(),
+            src.to_str().unwrap(),
+        ],
+    );
+    std::fs::read(out).unwrap()
 }
 
 /// A one-layer image with the pause binary as `/pause`.

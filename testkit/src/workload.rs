@@ -11,7 +11,7 @@
 
 use super::hygiene::{kill_shims_of, remove_cgroup_tree, unmount_under};
 use super::runtime::{block_on_within, tar, PauseImage};
-use super::{poll_until, run, unique, Containerd, TempRoot};
+use super::{poll_until, unique, Containerd, TempRoot};
 use containerd_guard::containerd::client::{connect, request};
 use containerd_guard::containerd::pod::HostNetworkPod;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -93,27 +93,7 @@ int main(int argc, char **argv) {
 /// The static `locker` binary, built once per test process with `gcc -static`.
 pub fn locker_binary() -> &'static [u8] {
     static BIN: OnceLock<Vec<u8>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("cg-locker.")
-            .tempdir()
-            .expect("tempdir");
-        let src = dir.path().join("locker.c");
-        std::fs::write(&src, LOCKER_C).unwrap();
-        let out = dir.path().join("locker");
-        run(
-            "gcc",
-            &[
-                "-static",
-                "-Os",
-                "-s",
-                "-o",
-                out.to_str().unwrap(),
-                src.to_str().unwrap(),
-            ],
-        );
-        std::fs::read(out).unwrap()
-    })
+    BIN.get_or_init(|| super::runtime::static_binary("locker", LOCKER_C))
 }
 
 /// A one-layer image with `locker` as `/locker` (the entrypoint; the lock path is its

@@ -120,16 +120,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            println!("result=fail\nerror=cannot start the I/O runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let rt = testkit::cri::stand_in_runtime();
     let outcome = rt.block_on(async {
         // connect()'s bound is also every call's on this channel: RunPodSandbox starts a
         // shim and may take far longer than connecting does (measured: 15 s under TCG).

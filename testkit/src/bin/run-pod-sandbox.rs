@@ -18,16 +18,7 @@ fn main() {
         std::process::exit(2);
     };
     let keep = args.next().as_deref() == Some("--keep");
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            println!("result=fail\nerror=cannot start the I/O runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let rt = testkit::cri::stand_in_runtime();
     let pid = std::process::id();
     let ok = rt.block_on(async {
         let id = match start_host_network_pod(
