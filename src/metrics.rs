@@ -26,10 +26,11 @@ use std::path::Path;
 
 /// The remedy kinds and outcomes every `containerd_guard_remedies_total` series has
 /// (all of them, zero or not, so that `rate()` and alerts see them from the start).
-pub const KINDS: [&str; 5] = [
+pub const KINDS: [&str; 6] = [
     "restart",
     "restore-image",
     "pull",
+    "pin-image",
     "delete-task",
     "reap-orphans",
 ];
@@ -109,6 +110,7 @@ pub fn remedy_of(r: &Record) -> Option<(&'static str, &'static str)> {
         Action::Restart => "restart",
         Action::Import => "restore-image",
         Action::Pull => "pull",
+        Action::Pin => "pin-image",
         Action::DeleteTask => "delete-task",
         Action::ReapOrphans => "reap-orphans",
         Action::Other(_) => return None,
@@ -299,7 +301,13 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }
-        assert_eq!(text.matches("containerd_guard_remedies_total{").count(), 15);
+        assert_eq!(
+            text.matches("containerd_guard_remedies_total{").count(),
+            KINDS.len() * OUTCOMES.len()
+        );
+        assert!(
+            text.contains("containerd_guard_remedies_total{kind=\"pin-image\",outcome=\"ok\"} 0")
+        );
     }
 
     #[test]

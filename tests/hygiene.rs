@@ -416,6 +416,90 @@ fn h12_a_sandbox_image_removed_while_the_node_runs_is_restored_by_hygiene_withou
     n.pod("after-restore");
     let status = Guard::with_config(&cfg).run(&["status"]);
     assert!(status.stdout.contains("import"), "{}", status.dump());
+    // the finding reads CRI: pinned from 1.7 on, and on 1.6 no pinning at all (verify
+    // exits 1 on this node: its containerd root is a directory, not a volume)
+    let pinned = if pins { "pass" } else { "skip" };
+    guard(&cfg, &["verify"]).expect(1, "runtime.sandbox-pinned", pinned);
+}
+
+/// Removes `io.cri-containerd.pinned` from every image record whose target is `digest`
+/// (`ctr images label REF KEY=` removes a label).
+fn unpin_everywhere(n: &HygieneNode, digest: &str) {
+    let ls = support::workload::ctr_k8s(&n.socket(), &["images", "ls"]);
+    let listing = String::from_utf8_lossy(&ls.stdout).into_owned();
+    let refs: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some(digest))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(!refs.is_empty(), "no record of {digest} in\n{listing}");
+    for r in refs {
+        let unlabel = ["images", "label", r, "io.cri-containerd.pinned="];
+        let out = support::workload::ctr_k8s(&n.socket(), &unlabel);
+        assert!(out.status.success(), "unlabel {r}: {out:?}");
+    }
+}
+
+/// A sandbox image without the pin label is reported unpinned by
+/// a plain `verify`, whatever the version; `verify --repair` labels it as containerd
+/// labels its own, and from then on CRI reports it pinned (1.7 and later) or the finding
+/// says this containerd has no pinning (1.6).
+#[test]
+fn h13_repair_pins_a_present_but_unpinned_sandbox_image() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    use support::cri::image_pinned;
+    use support::runtime::{block_on, PauseImage};
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let cfg = guard_config(&n, "[sandbox]\npull = false\n");
+    // containerd 1.7 and 2.1 label their configured sandbox image pinned themselves when
+    // it is imported (its name and its sha256: id); to stand for one that is not (an
+    // older 1.7, a label someone removed), the label is removed from every record. 1.6
+    // never labels: nothing to remove.
+    unpin_everywhere(&n, &PauseImage::new(PAUSE_IMAGE).manifest_digest());
+    let before = block_on("CRI ImageStatus", image_pinned(&n.socket(), PAUSE_IMAGE));
+    if containerd_major_minor() >= (2, 0) {
+        // containerd 2 pins its configured sandbox image by its config (`pinned_images`),
+        // label or not: nothing to repair
+        assert_eq!(before, Ok(Some(true)), "containerd 2 pins it by config");
+        let repair = guard(&cfg, &["verify", "--repair"]);
+        repair.expect(1, "runtime.sandbox-pinned", "pass");
+        assert!(
+            !support::node::has_finding(&repair, "remedy.pin-image"),
+            "{}",
+            repair.dump()
+        );
+        return;
+    }
+    assert_eq!(before, Ok(Some(false)), "the image is unpinned");
+    // (verify exits 1 on this node: its containerd root is a directory, not a volume)
+    guard(&cfg, &["verify"])
+        .expect(1, "runtime.sandbox-pinned", "warn")
+        .mentions("runtime.sandbox-pinned", &["not pinned", "--repair"]);
+    let dry = guard(&cfg, &["verify", "--repair", "--dry-run"]);
+    dry.expect(1, "remedy.pin-image", "skip")
+        .mentions("remedy.pin-image", &["would label"]);
+    let still = block_on("CRI ImageStatus", image_pinned(&n.socket(), PAUSE_IMAGE));
+    assert_eq!(still, Ok(Some(false)), "a dry run labels nothing");
+
+    let pins = containerd_major_minor() >= (1, 7);
+    let pinned = if pins { "pass" } else { "skip" };
+    guard(&cfg, &["verify", "--repair"])
+        .expect(1, "remedy.pin-image", "pass")
+        .expect(1, "runtime.sandbox-pinned", pinned);
+    let after = block_on("CRI ImageStatus", image_pinned(&n.socket(), PAUSE_IMAGE));
+    assert_eq!(after, Ok(Some(pins)), "CRI reports the pin from 1.7 on");
+    // once labelled, nothing more to do: the next repair does not label again
+    let again = guard(&cfg, &["verify", "--repair"]);
+    assert!(
+        !support::node::has_finding(&again, "remedy.pin-image"),
+        "{}",
+        again.dump()
+    );
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert!(status.stdout.contains("pin"), "{}", status.dump());
 }
 
 #[test]

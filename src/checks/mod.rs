@@ -91,7 +91,7 @@ impl Family {
             | Id::RuntimeNetwork
             | Id::RuntimeHold => Some(Family::Runtime),
             Id::RuntimeStale => Some(Family::Stale),
-            Id::RuntimeSandboxImage => Some(Family::SandboxImage),
+            Id::RuntimeSandboxImage | Id::RuntimeSandboxPinned => Some(Family::SandboxImage),
             Id::RuntimeLeakedTasks => Some(Family::LeakedTasks),
             Id::RuntimeOrphans => Some(Family::Orphans),
             Id::RuntimeKillMode => Some(Family::KillMode),

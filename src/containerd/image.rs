@@ -9,8 +9,6 @@ use containerd_client::services::v1::snapshots::snapshots_client::SnapshotsClien
 use containerd_client::services::v1::snapshots::StatSnapshotRequest;
 use containerd_client::services::v1::{GetImageRequest, InfoRequest, ReadContentRequest};
 
-/// The target descriptor of image `name` in namespace k8s.io; `None` when there is no
-/// such image.
 /// The label containerd's CRI reads as "pinned" (1.7 and later report it in
 /// `ImageStatus`, and kubelet's image garbage collection skips a pinned image). containerd
 /// sets it on its configured sandbox image itself; 1.6 knows no pinning, and the label is
@@ -52,7 +50,16 @@ pub async fn pin(conn: &Conn, name: &str) -> Result<(), RpcError> {
         .map(|_| ())
 }
 
-pub async fn target(conn: &Conn, name: &str) -> Result<Option<Desc>, RpcError> {
+/// Image `name` as containerd's image service records it (namespace k8s.io).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRecord {
+    pub target: Desc,
+    /// It carries [`PINNED_LABEL`]`=pinned`.
+    pub pin_label: bool,
+}
+
+/// The record of image `name` in namespace k8s.io; `None` when there is no such image.
+pub async fn record(conn: &Conn, name: &str) -> Result<Option<ImageRecord>, RpcError> {
     let mut images = ImagesClient::new(conn.channel.clone());
     let req = GetImageRequest {
         name: name.to_string(),
@@ -61,14 +68,43 @@ pub async fn target(conn: &Conn, name: &str) -> Result<Option<Desc>, RpcError> {
         .call("Images.Get", images.get(conn.request(req, Some(K8S_NS))))
         .await
     {
-        Ok(r) => Ok(r.image.and_then(|i| i.target).map(|t| Desc {
-            media_type: t.media_type,
-            digest: t.digest,
-            size: t.size,
+        Ok(r) => Ok(r.image.and_then(|i| {
+            let pin_label = i.labels.get(PINNED_LABEL).is_some_and(|v| v == "pinned");
+            i.target.map(|t| ImageRecord {
+                target: Desc {
+                    media_type: t.media_type,
+                    digest: t.digest,
+                    size: t.size,
+                },
+                pin_label,
+            })
         })),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// The target descriptor of image `name` in namespace k8s.io; `None` when there is no
+/// such image.
+pub async fn target(conn: &Conn, name: &str) -> Result<Option<Desc>, RpcError> {
+    Ok(record(conn, name).await?.map(|r| r.target))
+}
+
+/// CRI's `pinned` for image `reference` (`ImageStatus`, as kubelet's image GC reads it);
+/// `None` when CRI does not know the image.
+pub async fn cri_pinned(conn: &Conn, reference: &str) -> Result<Option<bool>, RpcError> {
+    use k8s_cri::v1::image_service_client::ImageServiceClient;
+    use k8s_cri::v1::{ImageSpec, ImageStatusRequest};
+    let mut c = ImageServiceClient::new(conn.channel.clone());
+    let req = ImageStatusRequest {
+        image: Some(ImageSpec {
+            image: reference.to_string(),
+            ..Default::default()
+        }),
+        verbose: false,
+    };
+    let status = conn.call("CRI ImageStatus", c.image_status(conn.request(req, None)));
+    Ok(status.await?.image.map(|i| i.pinned))
 }
 
 /// Whether the snapshot `key` exists in `snapshotter` (namespace k8s.io).

@@ -13,6 +13,7 @@ pub mod pod_scan;
 pub mod proc;
 pub mod proc_files;
 pub mod superblock;
+pub mod units;
 
 use std::path::{Component, Path, PathBuf};
 

@@ -33,6 +33,8 @@ pub enum Action {
     /// An image import from `[sandbox] archives`.
     Import,
     Pull,
+    /// The sandbox image labelled pinned.
+    Pin,
     DeleteTask,
     ReapOrphans,
     /// A word this guard does not know (a newer guard wrote it): kept, counted as nothing.
@@ -142,6 +144,7 @@ mod wire {
             (Action::Restart, _) => "restart",
             (Action::Import, _) => "import",
             (Action::Pull, _) => "pull",
+            (Action::Pin, _) => "pin",
             (Action::DeleteTask, _) => "delete-task",
             (Action::ReapOrphans, _) => "reap-orphans",
             (Action::Other(word), _) => word,
@@ -156,6 +159,7 @@ mod wire {
             "restart" => (Action::Restart, None),
             "import" => (Action::Import, None),
             "pull" => (Action::Pull, None),
+            "pin" => (Action::Pin, None),
             "delete-task" => (Action::DeleteTask, None),
             "reap-orphans" => (Action::ReapOrphans, None),
             other => (Action::Other(other.to_string()), None),

@@ -1,20 +1,29 @@
 //! How containerd's systemd unit stops and starts (and a `k3s*`/`rke2*` unit's, which run
-//! containerd themselves): the effective `KillMode` and `Exec*` lines from `systemctl
-//! show`, and the text of the files that set them (the unit file and its drop-ins).
+//! containerd themselves): the effective `KillMode` and `Exec*` lines, each with the file
+//! and line that set it, read from the unit files as systemd loads them
+//! ([`crate::host::units`]).
 
+use crate::host::units::{self, Unit};
 use crate::host::Host;
-use std::path::PathBuf;
-use std::process::Command;
 
-/// One unit's effective settings and the files they come from.
+/// One unit's effective settings and where they were written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitFacts {
     pub unit: String,
-    pub kill_mode: String,
-    /// `(ExecStartPre|ExecStart|ExecStopPost, argv)`.
-    pub execs: Vec<(String, String)>,
-    /// The unit file, then its drop-ins in order, with their text.
-    pub files: Vec<(PathBuf, String)>,
+    /// `KillMode=` and its `FILE:LINE`; `None`: not set, systemd's default
+    /// (`control-group`).
+    pub kill_mode: Option<(String, String)>,
+    pub execs: Vec<Exec>,
+}
+
+/// One effective `ExecStartPre=`/`ExecStart=`/`ExecStopPost=` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exec {
+    pub key: String,
+    /// The command line without systemd's prefixes (`-`, `@`, `:`, `+`, `!`).
+    pub argv: String,
+    /// `FILE:LINE`.
+    pub place: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,91 +34,44 @@ pub enum KillModeFacts {
     Unreadable(String),
 }
 
-const PROPS: &str = "KillMode,ExecStartPre,ExecStart,ExecStopPost,FragmentPath,DropInPaths";
+const EXEC_KEYS: [&str; 3] = ["ExecStartPre", "ExecStart", "ExecStopPost"];
 
 pub fn gather(host: &Host) -> KillModeFacts {
-    if !host.is_live() || !host.path("/run/systemd/system").is_dir() {
+    if !host.path("/run/systemd/system").is_dir() {
         return KillModeFacts::NotSystemd;
     }
-    let mut units = vec!["containerd.service".to_string()];
-    match systemctl(&[
-        "list-units",
-        "--all",
-        "--plain",
-        "--no-legend",
-        "k3s*",
-        "rke2*",
-    ]) {
-        Ok(text) => units.extend(
-            text.lines()
-                .filter_map(|l| l.split_whitespace().next().map(String::from)),
-        ),
-        Err(e) => return KillModeFacts::Unreadable(e),
-    }
+    let mut names = vec!["containerd.service".to_string()];
+    names.extend(units::services_named(host, &["k3s", "rke2"]));
     let mut out = Vec::new();
-    for unit in units.iter().filter(|u| u.ends_with(".service")) {
-        match systemctl(&["show", "-p", PROPS, unit]) {
-            Ok(text) => out.push(parse_show(unit, &text, |p| {
-                std::fs::read_to_string(host.path(p)).ok()
-            })),
-            Err(e) => return KillModeFacts::Unreadable(e),
+    for name in names {
+        match units::load(host, &name) {
+            Ok(Some(unit)) if !unit.masked => out.push(of(&unit)),
+            Ok(_) => {}
+            Err(e) => return KillModeFacts::Unreadable(format!("{name}: {e}")),
         }
     }
     KillModeFacts::Units(out)
 }
 
-fn systemctl(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("systemctl")
-        .args(args)
-        .output()
-        .map_err(|e| format!("systemctl: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "systemctl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Parses `systemctl show` output; `read` gives a file's text (the unit and drop-ins).
-pub fn parse_show(unit: &str, text: &str, read: impl Fn(&str) -> Option<String>) -> UnitFacts {
-    let mut f = UnitFacts {
-        unit: unit.to_string(),
-        kill_mode: String::new(),
-        execs: Vec::new(),
-        files: Vec::new(),
-    };
-    let mut paths = Vec::new();
-    for line in text.lines() {
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        match key {
-            "KillMode" => f.kill_mode = value.to_string(),
-            "FragmentPath" if !value.is_empty() => paths.insert(0, value.to_string()),
-            "DropInPaths" => paths.extend(value.split_whitespace().map(String::from)),
-            "ExecStartPre" | "ExecStart" | "ExecStopPost" => {
-                f.execs
-                    .extend(argvs(value).into_iter().map(|a| (key.to_string(), a)));
-            }
-            _ => {}
-        }
-    }
-    f.files = paths
-        .into_iter()
-        .filter_map(|p| read(&p).map(|t| (PathBuf::from(p), t)))
+/// The settings of one loaded unit (pure).
+pub fn of(unit: &Unit) -> UnitFacts {
+    let execs = EXEC_KEYS
+        .iter()
+        .flat_map(|key| unit.list("Service", key))
+        .map(|a| Exec {
+            key: a.key.clone(),
+            argv: a
+                .value
+                .trim_start_matches(['-', '@', ':', '+', '!'])
+                .to_string(),
+            place: a.place(),
+        })
         .collect();
-    f
-}
-
-/// `{ path=/usr/bin/pkill ; argv[]=/usr/bin/pkill -9 containerd-shim ; ... }` -> argv text.
-fn argvs(value: &str) -> Vec<String> {
-    value
-        .split("argv[]=")
-        .skip(1)
-        .filter_map(|rest| rest.split(" ;").next())
-        .map(|a| a.trim().to_string())
-        .collect()
+    UnitFacts {
+        unit: unit.name.clone(),
+        kill_mode: unit
+            .setting("Service", "KillMode")
+            .map(|a| (a.value.clone(), a.place())),
+        execs,
+    }
 }

@@ -15,6 +15,9 @@ pub fn evaluate(f: &KillModeFacts) -> Finding {
         KillModeFacts::Unreadable(e) => {
             return Finding::warn(ID, "cannot read containerd's unit").evidence(e.clone())
         }
+        KillModeFacts::Units(u) if u.is_empty() => {
+            return Finding::skip(ID, "no containerd.service, k3s* or rke2* unit on this host")
+        }
         KillModeFacts::Units(u) => u,
     };
     let risks: Vec<String> = units.iter().flat_map(risks).collect();
@@ -42,18 +45,19 @@ pub fn evaluate(f: &KillModeFacts) -> Finding {
 
 fn risks(u: &UnitFacts) -> Vec<String> {
     let mut out = Vec::new();
-    if !u.kill_mode.is_empty() && u.kill_mode != "process" {
-        let from = setter(u, "KillMode=").unwrap_or_else(|| "the default".into());
-        out.push(format!(
-            "{}: KillMode={} (set by {from})",
-            u.unit, u.kill_mode
-        ));
+    match &u.kill_mode {
+        Some((mode, _)) if mode == "process" => {}
+        Some((mode, place)) => out.push(format!("{}: KillMode={mode} (set by {place})", u.unit)),
+        None => out.push(format!(
+            "{}: KillMode=control-group (systemd's default: no file of the unit sets KillMode)",
+            u.unit
+        )),
     }
-    for (key, argv) in &u.execs {
-        if kills_shims(argv) {
-            let from = setter(u, "containerd-shim").unwrap_or_else(|| "?".into());
-            out.push(format!("{}: {key}={argv} (in {from})", u.unit));
-        }
+    for exec in u.execs.iter().filter(|e| kills_shims(&e.argv)) {
+        out.push(format!(
+            "{}: {}={} (in {})",
+            u.unit, exec.key, exec.argv, exec.place
+        ));
     }
     out
 }
@@ -65,95 +69,99 @@ fn kills_shims(argv: &str) -> bool {
     by_name && argv.contains("containerd-shim")
 }
 
-/// The last file (unit, then drop-ins in order) with a line containing `needle`.
-fn setter(u: &UnitFacts, needle: &str) -> Option<String> {
-    u.files
-        .iter()
-        .rev()
-        .find(|(_, text)| {
-            text.lines()
-                .any(|l| !l.trim_start().starts_with('#') && l.contains(needle))
-        })
-        .map(|(p, _)| p.display().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::kill_mode::facts::parse_show;
+    use crate::checks::kill_mode::facts::gather;
+    use crate::host::Host;
     use crate::report::Status;
 
-    const UNIT: &str = "/lib/systemd/system/containerd.service";
-    const DROPIN: &str = "/etc/systemd/system/containerd.service.d/10-k3s-style.conf";
+    /// Debian 12's containerd.service, abridged.
+    const DEBIAN_UNIT: &str = "[Unit]\nDescription=containerd container runtime\n\n\
+        [Service]\nExecStartPre=-/sbin/modprobe overlay\nExecStart=/usr/bin/containerd\n\
+        Type=notify\nDelegate=yes\nKillMode=process\nRestart=always\n";
 
-    fn show(kill_mode: &str, pre: &str) -> String {
-        format!(
-            "KillMode={kill_mode}\nExecStartPre={pre}\n\
-             ExecStart={{ path=/usr/bin/containerd ; argv[]=/usr/bin/containerd ; ignore_errors=no }}\n\
-             ExecStopPost=\nFragmentPath={UNIT}\nDropInPaths={DROPIN}\n"
-        )
-    }
-
-    fn facts(kill_mode: &str, pre: &str, dropin: &str) -> KillModeFacts {
-        let read = |p: &str| match p {
-            UNIT => {
-                Some("[Service]\nKillMode=process\nExecStart=/usr/bin/containerd\n".to_string())
-            }
-            DROPIN => Some(dropin.to_string()),
-            _ => None,
+    /// A booted host tree with Debian's unit and `files` (OS path, text) on top.
+    fn host(files: &[(&str, &str)]) -> (tempfile::TempDir, Host) {
+        let tree = tempfile::tempdir().unwrap();
+        let put = |path: &str, text: &str| {
+            let at = tree.path().join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::fs::write(at, text).unwrap();
         };
-        KillModeFacts::Units(vec![parse_show(
-            "containerd.service",
-            &show(kill_mode, pre),
-            read,
-        )])
+        std::fs::create_dir_all(tree.path().join("run/systemd/system")).unwrap();
+        put("/lib/systemd/system/containerd.service", DEBIAN_UNIT);
+        for (path, text) in files {
+            put(path, text);
+        }
+        let host = Host::at(tree.path());
+        (tree, host)
     }
 
     #[test]
     fn table() {
-        let pkill = "{ path=/usr/bin/pkill ; argv[]=/usr/bin/pkill -9 containerd-shim ; ignore_errors=yes }";
-        let modprobe =
-            "{ path=/sbin/modprobe ; argv[]=/sbin/modprobe overlay ; ignore_errors=yes }";
-        let cases = [
+        let k3s_dropin = "/run/systemd/generator/containerd.service.d/50-k3s-style.conf";
+        type Files<'a> = Vec<(&'a str, &'a str)>;
+        let cases: [(&str, Files, Status, Option<&str>); 6] = [
+            ("containerd's own unit", vec![], Status::Pass, None),
             (
-                "containerd's own unit",
-                facts("process", modprobe, ""),
+                "the k3s incident's drop-in",
+                vec![(k3s_dropin, "[Service]\nExecStartPre=-/usr/bin/pkill -9 containerd-shim\n")],
+                Status::Warn,
+                Some("ExecStartPre=/usr/bin/pkill -9 containerd-shim (in /run/systemd/generator/containerd.service.d/50-k3s-style.conf:2)"),
+            ),
+            (
+                "a later drop-in resets the list: the kill is gone",
+                vec![
+                    (k3s_dropin, "[Service]\nExecStartPre=-/usr/bin/pkill -9 containerd-shim\n"),
+                    ("/etc/systemd/system/containerd.service.d/60-reset.conf", "[Service]\nExecStartPre=\n"),
+                ],
                 Status::Pass,
                 None,
             ),
             (
-                "the k3s incident's drop-in",
-                facts(
-                    "process",
-                    pkill,
-                    "[Service]\nExecStartPre=-/usr/bin/pkill -9 containerd-shim\n",
-                ),
+                "KillMode=control-group from a drop-in",
+                vec![("/etc/systemd/system/containerd.service.d/20-kill.conf", "# why\n[Service]\nKillMode=control-group\n")],
                 Status::Warn,
-                Some(format!(
-                    "ExecStartPre=/usr/bin/pkill -9 containerd-shim (in {DROPIN})"
-                )),
+                Some("KillMode=control-group (set by /etc/systemd/system/containerd.service.d/20-kill.conf:3)"),
             ),
             (
-                "KillMode=control-group from a drop-in",
-                facts(
-                    "control-group",
-                    modprobe,
-                    "[Service]\nKillMode=control-group\n",
-                ),
+                "a unit in /etc replaces the packaged one, without KillMode",
+                vec![("/etc/systemd/system/containerd.service", "[Service]\nExecStart=/usr/bin/containerd\n")],
                 Status::Warn,
-                Some(format!("KillMode=control-group (set by {DROPIN})")),
+                Some("KillMode=control-group (systemd's default"),
             ),
-            ("no systemd", KillModeFacts::NotSystemd, Status::Skip, None),
+            (
+                "a k3s agent unit beside it that kills shims",
+                vec![("/etc/systemd/system/k3s-agent.service", "[Service]\nKillMode=process\nExecStartPre=/usr/bin/killall containerd-shim-runc-v2\nExecStart=/usr/local/bin/k3s agent\n")],
+                Status::Warn,
+                Some("k3s-agent.service: ExecStartPre=/usr/bin/killall containerd-shim-runc-v2"),
+            ),
         ];
-        for (name, f, status, evidence) in cases {
-            let finding = evaluate(&f);
+        for (name, files, status, evidence) in cases {
+            let (_tree, host) = host(&files);
+            let finding = evaluate(&gather(&host));
             assert_eq!(finding.status, status, "{name}: {finding:?}");
             if let Some(e) = evidence {
                 assert!(
-                    finding.evidence.iter().any(|l| l.contains(&e)),
+                    finding.evidence.iter().any(|l| l.contains(e)),
                     "{name}: {finding:?}"
                 );
             }
         }
+    }
+
+    #[test]
+    fn no_systemd_and_no_unit_are_skips() {
+        let tree = tempfile::tempdir().unwrap();
+        let finding = evaluate(&gather(&Host::at(tree.path())));
+        assert_eq!(finding.status, Status::Skip, "{finding:?}");
+        std::fs::create_dir_all(tree.path().join("run/systemd/system")).unwrap();
+        let finding = evaluate(&gather(&Host::at(tree.path())));
+        assert_eq!(finding.status, Status::Skip, "{finding:?}");
+        assert!(
+            finding.summary.contains("no containerd.service"),
+            "{finding:?}"
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! the snapshot named by the layers' chain ID in the CRI snapshotter.
 
 use crate::containerd::client::Conn;
-use crate::containerd::image::{blob_present, read_blob, snapshot_exists, target};
+pub use crate::containerd::image::PINNED_LABEL;
+use crate::containerd::image::{blob_present, cri_pinned, read_blob, record, snapshot_exists};
 use crate::containerd::oci::{
     chain_id, diff_ids, is_index, manifest_parts, normalize_ref, oci_arch, pick_manifest, Desc,
 };
@@ -42,6 +43,18 @@ pub struct ImageFacts {
     pub snapshotter: String,
     pub platform: String,
     pub state: ImageState,
+    /// Whether kubelet's image GC leaves it alone; `None` when containerd has no record.
+    pub pin: Option<Pin>,
+}
+
+/// The image's pin, as containerd records it and as CRI reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    /// containerd's record carries `io.cri-containerd.pinned=pinned`.
+    pub labelled: bool,
+    /// CRI `ImageStatus`'s `pinned` (`None`: CRI does not know the image yet), or why it
+    /// could not be asked.
+    pub reported: Result<Option<bool>, String>,
 }
 
 /// Which image to check, and where its name came from (evidence).
@@ -55,7 +68,12 @@ pub struct Wanted {
 pub async fn gather(conn: &Conn, w: &Wanted) -> ImageFacts {
     let arch = oci_arch(std::env::consts::ARCH);
     let name = normalize_ref(&w.reference);
-    let state = check(conn, &name, &w.snapshotter, "linux", arch).await;
+    // CRI's answer is asked beside the walk: no round trip is added
+    let (checked, reported) = tokio::join!(
+        check(conn, &name, &w.snapshotter, "linux", arch),
+        cri_pinned(conn, &w.reference)
+    );
+    let (state, labelled) = checked;
     ImageFacts {
         reference: w.reference.clone(),
         name,
@@ -63,16 +81,35 @@ pub async fn gather(conn: &Conn, w: &Wanted) -> ImageFacts {
         snapshotter: w.snapshotter.clone(),
         platform: format!("linux/{arch}"),
         state,
+        pin: labelled.map(|labelled| Pin {
+            labelled,
+            reported: reported.map_err(|e| e.to_string()),
+        }),
     }
 }
 
-/// The full check of image `name` in namespace k8s.io.
-pub async fn check(conn: &Conn, name: &str, snapshotter: &str, os: &str, arch: &str) -> ImageState {
-    let top = match target(conn, name).await {
-        Ok(Some(t)) => t,
-        Ok(None) => return ImageState::Missing,
-        Err(e) => return ImageState::Unknown(e.to_string()),
+/// The full check of image `name` in namespace k8s.io, and whether its record carries
+/// the pin label (`None`: no record, or it could not be read).
+pub async fn check(
+    conn: &Conn,
+    name: &str,
+    snapshotter: &str,
+    os: &str,
+    arch: &str,
+) -> (ImageState, Option<bool>) {
+    let top = match record(conn, name).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return (ImageState::Missing, None),
+        Err(e) => return (ImageState::Unknown(e.to_string()), None),
     };
+    (
+        walk(conn, top.target, snapshotter, os, arch).await,
+        Some(top.pin_label),
+    )
+}
+
+/// From the image's target to its snapshot.
+async fn walk(conn: &Conn, top: Desc, snapshotter: &str, os: &str, arch: &str) -> ImageState {
     let manifest_desc = match platform_manifest(conn, top, os, arch).await {
         Ok(d) => d,
         Err(state) => return state,

@@ -1,7 +1,8 @@
 //! `runtime.sandbox-image`: is the image every pod sandbox starts from there, complete for
-//! this platform and unpacked for the CRI snapshotter? Pure: facts from [`super::facts`].
+//! this platform and unpacked for the CRI snapshotter? And `runtime.sandbox-pinned`: will
+//! kubelet's image garbage collection leave it alone? Pure: facts from [`super::facts`].
 
-use super::facts::{ImageFacts, ImageState};
+use super::facts::{ImageFacts, ImageState, Pin, PINNED_LABEL};
 use crate::report::{Finding, Id};
 
 const ID: Id = Id::RuntimeSandboxImage;
@@ -65,5 +66,123 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
                 false,
             )
         }
+    }
+}
+
+/// `runtime.sandbox-pinned`, and whether labelling the image pinned would fix it.
+///
+/// Whether this containerd pins at all is read from CRI, not from its version: CRI
+/// reports `pinned` for an image that carries the label where pinning exists (containerd
+/// 1.7 and later). A labelled image that CRI calls unpinned means no pinning (1.6). An
+/// unlabelled, unpinned one is unpinned either way; the label is what both need.
+pub fn pinned(img: Option<&ImageFacts>) -> (Finding, bool) {
+    const PINNED: Id = Id::RuntimeSandboxPinned;
+    let Some(img) = img else {
+        return (Finding::skip(PINNED, "containerd does not answer"), false);
+    };
+    let reference = &img.reference;
+    let Some(Pin { labelled, reported }) = &img.pin else {
+        let why = format!("no sandbox image {reference} to pin (see runtime.sandbox-image)");
+        return (Finding::skip(PINNED, why), false);
+    };
+    match (reported, labelled) {
+        (Ok(Some(true)), _) => {
+            let summary = format!("sandbox image {reference} is pinned");
+            let why = "CRI reports it pinned: kubelet's image garbage collection leaves it alone";
+            (Finding::pass(PINNED, summary).evidence(why), false)
+        }
+        (Ok(Some(false)), true) => {
+            let summary = "this containerd has no image pinning (containerd 1.6): the guard's \
+                           hygiene timer is the protection";
+            let f = Finding::skip(PINNED, summary).evidence(format!(
+                "{reference} carries {PINNED_LABEL}=pinned, and CRI still reports it unpinned; kubelet's \
+                 image garbage collection may remove it, and `guard hygiene` restores it \
+                 within one timer period"
+            ));
+            (f, false)
+        }
+        (Ok(Some(false)), false) => {
+            let summary = format!(
+                "sandbox image {reference} is not pinned: kubelet's image garbage collection \
+                 may delete it"
+            );
+            let f = Finding::warn(PINNED, summary)
+                .evidence(format!(
+                    "CRI reports it unpinned, and containerd's record has no {PINNED_LABEL} label"
+                ))
+                .remedy(
+                    "`guard verify --repair` labels it pinned, as containerd 1.7 and later \
+                     label their own sandbox image (so do `guard runtime` and `guard \
+                     hygiene`); on containerd 1.6, which has no pinning, this then reads SKIP",
+                );
+            (f, true)
+        }
+        (Ok(None), _) => {
+            let why = format!("CRI does not list {reference} yet (containerd has it)");
+            (Finding::skip(PINNED, why), false)
+        }
+        (Err(e), _) => {
+            let summary = format!("cannot ask CRI whether {reference} is pinned");
+            (Finding::warn(PINNED, summary).evidence(e.clone()), false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Status;
+
+    fn facts(pin: Option<Pin>) -> ImageFacts {
+        ImageFacts {
+            reference: "registry.k8s.io/pause:3.10".into(),
+            name: "registry.k8s.io/pause:3.10".into(),
+            source: "(containerd default)".into(),
+            snapshotter: "overlayfs".into(),
+            platform: "linux/amd64".into(),
+            state: ImageState::Usable {
+                digest: "sha256:m".into(),
+                chain_id: "sha256:c".into(),
+            },
+            pin,
+        }
+    }
+
+    #[test]
+    fn pinned_reads_cri_and_the_label_together() {
+        let pin = |labelled, reported| Some(Pin { labelled, reported });
+        let cases = [
+            (
+                "CRI says pinned",
+                pin(false, Ok(Some(true))),
+                Status::Pass,
+                false,
+            ),
+            (
+                "labelled, CRI says no: 1.6",
+                pin(true, Ok(Some(false))),
+                Status::Skip,
+                false,
+            ),
+            ("neither", pin(false, Ok(Some(false))), Status::Warn, true),
+            (
+                "CRI does not list it",
+                pin(false, Ok(None)),
+                Status::Skip,
+                false,
+            ),
+            (
+                "CRI error",
+                pin(false, Err("Unavailable".into())),
+                Status::Warn,
+                false,
+            ),
+            ("no image", None, Status::Skip, false),
+        ];
+        for (name, pin, status, fix) in cases {
+            let (finding, pins) = pinned(Some(&facts(pin)));
+            assert_eq!((finding.status, pins), (status, fix), "{name}: {finding:?}");
+        }
+        assert_eq!(pinned(None).0.status, Status::Skip);
     }
 }

@@ -91,6 +91,8 @@ pub struct Plan {
     pub restart: Option<RestartReason>,
     /// Restore the sandbox image (archive, then pull).
     pub restore_image: bool,
+    /// Label the present sandbox image pinned (`runtime.sandbox-pinned`).
+    pub pin_image: bool,
     /// Leaked tasks to delete, as judged (each is judged again right before its delete).
     pub delete_tasks: Vec<Leak>,
     /// Orphaned container cgroups to kill, with the processes judged orphaned in each.
@@ -113,6 +115,7 @@ pub fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Fin
     let (mut findings, silent) = runtime::evaluate(knobs, &obs.runtime);
     let (stale_finding, is_stale) = stale::evaluate(obs.stale.as_ref());
     let (mut image_finding, restore) = sandbox_image::evaluate(obs.sandbox_image.as_ref());
+    let (pin_finding, pin) = sandbox_image::pinned(obs.sandbox_image.as_ref());
     let (leak_finding, delete_tasks) =
         leaked_tasks::evaluate(obs.leaked_tasks.as_ref(), hygiene_blocks);
     let (orphan_finding, reap) = orphans::evaluate(obs.orphans.as_ref(), hygiene_blocks);
@@ -130,6 +133,7 @@ pub fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Fin
     findings.insert(findings.len().min(3), stale_finding);
     findings.extend([
         image_finding,
+        pin_finding,
         leak_finding,
         orphan_finding,
         kill_mode_finding,
@@ -144,6 +148,7 @@ pub fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Fin
     let plan = Plan {
         restart,
         restore_image: restore && restart.is_none(),
+        pin_image: pin && restart.is_none(),
         delete_tasks,
         reap,
         restart_risks,

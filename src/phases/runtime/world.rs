@@ -73,6 +73,8 @@ pub trait World {
     fn archive_present(&self, archive: &Path) -> bool;
     async fn import(&mut self, archive: &Path) -> Import;
     async fn pull(&mut self) -> Result<String, RemedyError>;
+    /// Labels the sandbox image pinned (`Images.Update` of that one label).
+    async fn pin(&mut self) -> Result<(), RemedyError>;
 
     /// The sandbox image as configured, and as containerd names it.
     fn image_reference(&self) -> String;
@@ -358,6 +360,11 @@ impl World for Node<'_> {
             "{pulled}; {}",
             pinned(conn, &self.image_name()).await
         ))
+    }
+
+    async fn pin(&mut self) -> Result<(), RemedyError> {
+        let conn = self.conn()?;
+        Ok(crate::containerd::image::pin(conn, &self.image_name()).await?)
     }
 
     fn image_reference(&self) -> String {

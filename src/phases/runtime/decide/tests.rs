@@ -74,6 +74,7 @@ fn healthy() -> Observation {
             snapshotter: "overlayfs".into(),
             platform: "linux/amd64".into(),
             state: ImageState::Usable { digest: "sha256:a".into(), chain_id: "sha256:b".into() },
+            pin: Some(crate::checks::sandbox_image::facts::Pin { labelled: true, reported: Ok(Some(true)) }),
         }),
     }
 }

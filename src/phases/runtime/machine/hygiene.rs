@@ -33,6 +33,10 @@ impl<W: World> Machine<'_, W> {
             );
             self.set(would(Id::RemedyRestoreImage, what, &[]));
         }
+        if plan.pin_image {
+            let what = format!("label {} pinned", self.w.image_name());
+            self.set(would(Id::RemedyPinImage, what, &[]));
+        }
         if !plan.delete_tasks.is_empty() {
             let what = format!(
                 "delete {} leaked task(s) (Tasks.Delete)",

@@ -1,5 +1,6 @@
 //! The sandbox image: imported from `[sandbox] archives` first, then pulled through CRI
-//! where the config allows, each attempt bounded and recorded.
+//! where the config allows, each attempt bounded and recorded; and a present image that
+//! is not pinned, labelled pinned.
 
 use super::{Family, Machine, Step, World};
 use crate::remedies::restore::Import;
@@ -121,6 +122,34 @@ impl<W: World> Machine<'_, W> {
             .next()
             .min(self.left().max(Duration::from_millis(100)));
         self.w.sleep(pause).await;
+        Step::Observe
+    }
+
+    /// Labels the present sandbox image pinned, once per run, then looks again: CRI's
+    /// answer on the labelled image says whether this containerd pins at all.
+    pub(super) async fn pin(&mut self) -> Step {
+        self.pin_tried = true;
+        let name = self.w.image_name();
+        let (outcome, finding) = match self.w.pin().await {
+            Ok(()) => (
+                Outcome::Ok,
+                Finding::pass(
+                    Id::RemedyPinImage,
+                    format!(
+                        "labelled {name} {}=pinned",
+                        crate::containerd::image::PINNED_LABEL
+                    ),
+                ),
+            ),
+            Err(e) => (
+                Outcome::Failed,
+                Finding::warn(Id::RemedyPinImage, format!("could not label {name} pinned"))
+                    .evidence(e.to_string()),
+            ),
+        };
+        self.record(&name, Action::Pin, outcome, &finding.summary.clone());
+        self.set(finding);
+        let _ = self.save();
         Step::Observe
     }
 }

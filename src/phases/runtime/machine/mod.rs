@@ -35,6 +35,7 @@ enum Step {
     Hygiene(Box<Plan>),
     Restore,
     Pull,
+    Pin,
     Hold,
     Finish(End),
 }
@@ -59,6 +60,8 @@ struct Machine<'a, W: World> {
     archives_tried: bool,
     /// Leaked tasks and orphans are cleaned up once per run.
     hygiene_done: bool,
+    /// The sandbox image is labelled pinned at most once per run.
+    pin_tried: bool,
     /// What a restart would risk (`runtime.kill-mode`), named by the restart remedy.
     restart_risks: Vec<String>,
     pulls: u32,
@@ -74,6 +77,7 @@ fn permitted(scope: Scope, plan: Plan) -> Plan {
     Plan {
         restart: plan.restart.filter(|r| scope.covers(r.family())),
         restore_image: plan.restore_image && scope.covers(Family::SandboxImage),
+        pin_image: plan.pin_image && scope.covers(Family::SandboxImage),
         ..plan
     }
 }
@@ -91,6 +95,7 @@ pub async fn run<W: World>(w: &mut W, s: &Settings, mode: Mode, command: &str) -
             Step::Hygiene(plan) => m.hygiene(&plan).await,
             Step::Restore => m.restore().await,
             Step::Pull => m.pull().await,
+            Step::Pin => m.pin().await,
             Step::Hold => m.hold().await,
             Step::Finish(end) => return m.finish(end).await,
         }
@@ -124,6 +129,7 @@ impl<'a, W: World> Machine<'a, W> {
             failure: String::new(),
             archives_tried: false,
             hygiene_done: false,
+            pin_tried: false,
             restart_risks: Vec::new(),
             pulls: 0,
             pull_errors: Vec::new(),
@@ -229,13 +235,17 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     /// The remedy for this cycle: a restart first (a stale containerd's answers about
-    /// anything else describe the wrong filesystem), then hygiene once, then the image.
+    /// anything else describe the wrong filesystem), then hygiene once, the pin once, then
+    /// the image.
     fn next_remedy(&mut self, failing: bool, plan: Plan) -> Step {
         if let (true, Some(reason)) = (failing, plan.restart) {
             return Step::Restart(reason);
         }
         if plan.has_hygiene() && !self.hygiene_done {
             return Step::Hygiene(Box::new(plan));
+        }
+        if plan.pin_image && !self.pin_tried {
+            return Step::Pin;
         }
         match (failing, plan.restore_image) {
             (false, _) => Step::Finish(End::Usable),

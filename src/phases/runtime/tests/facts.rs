@@ -5,12 +5,20 @@ use super::*;
 pub(super) const LEAKED: &str = "1eaked";
 
 pub(super) fn shim_killing_unit() -> KillModeFacts {
-    let show = "KillMode=process\nExecStartPre={ path=/usr/bin/pkill ; argv[]=/usr/bin/pkill -9 containerd-shim ; ignore_errors=yes }\n";
-    KillModeFacts::Units(vec![crate::checks::kill_mode::facts::parse_show(
-        "containerd.service",
-        show,
-        |_| None,
-    )])
+    use crate::checks::kill_mode::facts::{Exec, UnitFacts};
+    let dropin = "/etc/systemd/system/containerd.service.d/50-k3s-style.conf";
+    KillModeFacts::Units(vec![UnitFacts {
+        unit: "containerd.service".into(),
+        kill_mode: Some((
+            "process".into(),
+            "/lib/systemd/system/containerd.service:9".into(),
+        )),
+        execs: vec![Exec {
+            key: "ExecStartPre".into(),
+            argv: "/usr/bin/pkill -9 containerd-shim".into(),
+            place: format!("{dropin}:2"),
+        }],
+    }])
 }
 
 pub(super) fn leak_facts(leak: bool) -> LeakedTaskFacts {
@@ -151,7 +159,12 @@ pub(super) fn image_facts(missing: bool) -> ImageFacts {
             chain_id: "sha256:c".into(),
         },
     };
+    let pin = (!missing).then_some(Pin {
+        labelled: true,
+        reported: Ok(Some(true)),
+    });
     ImageFacts {
+        pin,
         reference: "registry.k8s.io/pause:3.6".into(),
         name: "registry.k8s.io/pause:3.6".into(),
         source: "(containerd default)".into(),

@@ -83,3 +83,59 @@ fn a_lock_held_past_the_hold_is_reported_not_waited_on_forever() {
     let budget = f.iter().find(|f| f.id == "remedy.budget").unwrap();
     assert!(budget.evidence[0].contains("pid 4242"), "{budget:?}");
 }
+
+#[test]
+fn a_present_unpinned_image_is_pinned_once_by_every_repairing_run() {
+    for (name, mode) in [
+        ("runtime", RUNTIME),
+        ("hygiene", HYGIENE),
+        ("verify --repair", REPAIR),
+    ] {
+        let mut w = Fake::new(&[Looks::Healthy]);
+        w.unpinned = true;
+        let (f, end) = go(&mut w, &settings(), mode);
+        assert_eq!(end, End::Usable, "{name}: {f:?}");
+        assert_eq!(
+            (w.pins, w.imports, w.pulls, w.restarts),
+            (1, 0, 0, 0),
+            "{name}"
+        );
+        assert_eq!(status(&f, "remedy.pin-image"), Status::Pass, "{name}");
+        // the look after the pin: CRI reports it pinned
+        assert_eq!(status(&f, "runtime.sandbox-pinned"), Status::Pass, "{name}");
+        let history = &w.state.as_ref().expect("recorded").history;
+        assert!(
+            history
+                .iter()
+                .any(|r| r.action == Action::Pin && r.outcome == Outcome::Ok),
+            "{name}: {history:?}"
+        );
+    }
+}
+
+#[test]
+fn read_only_and_dry_runs_only_say_the_image_is_unpinned() {
+    let mut w = Fake::new(&[Looks::Healthy]);
+    w.unpinned = true;
+    let (f, end) = go(&mut w, &settings(), VERIFY);
+    // a warning: the node is usable
+    assert_eq!(end, End::Usable);
+    assert_eq!(status(&f, "runtime.sandbox-pinned"), Status::Warn);
+    assert!(f.iter().all(|f| f.id != "remedy.pin-image"), "{f:?}");
+    let dry = Mode {
+        dry_run: true,
+        ..REPAIR
+    };
+    let (f, _) = go(&mut w, &settings(), dry);
+    assert_eq!(w.pins, 0);
+    let would = f
+        .iter()
+        .find(|f| f.id == "remedy.pin-image")
+        .expect("the dry run names it");
+    assert!(
+        would
+            .summary
+            .contains("would label registry.k8s.io/pause:3.6 pinned"),
+        "{would:?}"
+    );
+}

@@ -5,8 +5,8 @@
 //! run, a live guard holding the lock past the hold, hygiene on a stale containerd). Two
 //! are proven only here: a failing `Tasks.Delete` (a real containerd cannot be made to
 //! fail one for a task it would delete) and restart evidence naming the kill-mode risk
-//! (its facts come from `systemctl show`, and the test host has no systemd as PID 1; the
-//! vm-tests' k3s scenario checks the `runtime.kill-mode` warning itself).
+//! (the test host has no systemd to restart containerd through; `checks::kill_mode`'s
+//! tests read real unit trees, and the vm-tests' k3s scenario checks the warning itself).
 
 mod facts;
 mod history;
@@ -23,7 +23,7 @@ use crate::checks::leaked_tasks::rules::Leak;
 use crate::checks::orphans::facts::{OrphanFacts, OrphanLook, PodProcess};
 use crate::checks::orphans::rules::Condemned;
 use crate::checks::runtime::facts::{Answering, Condition, RuntimeFacts};
-use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
+use crate::checks::sandbox_image::facts::{ImageFacts, ImageState, Pin};
 use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
 use crate::checks::workloads::Workloads;
 use crate::config::Settings;
@@ -83,6 +83,8 @@ struct Fake {
     delete_fails: bool,
     /// The sandbox image is missing too, whatever the looks.
     stale_image_missing: bool,
+    /// The present sandbox image is not labelled pinned, and CRI reports it unpinned.
+    unpinned: bool,
     // What happened:
     deleted: u32,
     reaped: u32,
@@ -91,6 +93,7 @@ struct Fake {
     cgroup: String,
     imports: u32,
     pulls: u32,
+    pins: u32,
     slept: Vec<Duration>,
     /// Sleeps taken while holding the lock (must be none).
     slept_locked: u32,
@@ -118,12 +121,14 @@ impl Fake {
             orphan: false,
             delete_fails: false,
             stale_image_missing: false,
+            unpinned: false,
             deleted: 0,
             reaped: 0,
             restarts: 0,
             cgroup: "1:name=systemd:/system.slice/containerd.service\n".into(),
             imports: 0,
             pulls: 0,
+            pins: 0,
             slept: Vec::new(),
             slept_locked: 0,
         }
@@ -238,6 +243,12 @@ impl World for Fake {
         if self.shim_killing_unit {
             o.kill_mode = shim_killing_unit();
         }
+        if let Some(pin) = o.sandbox_image.as_mut().and_then(|i| i.pin.as_mut()) {
+            if self.unpinned {
+                pin.labelled = false;
+                pin.reported = Ok(Some(false));
+            }
+        }
         o.leaked_tasks = Some(leak_facts(self.leak));
         o.orphans = Some(orphan_facts(self.orphan, self.reap));
         o
@@ -308,6 +319,13 @@ impl World for Fake {
         Err(RpcError::status("CRI PullImage", &refused).into())
     }
 
+    async fn pin(&mut self) -> Result<(), RemedyError> {
+        assert!(self.locked, "pinned without the repair lock");
+        self.pins += 1;
+        self.unpinned = false;
+        Ok(())
+    }
+
     fn image_reference(&self) -> String {
         "registry.k8s.io/pause:3.6".into()
     }
@@ -327,6 +345,7 @@ fn settings() -> Settings {
 
 const RUNTIME: Mode = Mode::RUNTIME;
 const VERIFY: Mode = Mode::VERIFY;
+const HYGIENE: Mode = Mode::HYGIENE;
 const REPAIR: Mode = Mode {
     repair: true,
     ..Mode::VERIFY

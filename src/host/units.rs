@@ -1,0 +1,289 @@
+//! systemd units as the manager loads them, read from their files: the search path in
+//! systemd's order of precedence, masks, drop-ins and the assignment rules. Read without
+//! asking systemd: `systemctl show` is a process start per unit (100-200 ms each in a
+//! booting VM, on every `guard verify`), and an image on disk has no manager to ask.
+//!
+//! What is modelled, as `systemd.unit(5)` describes it:
+//! - a unit's file is the first of that name on the search path ([`SEARCH_PATH`]);
+//!   a symlink to `/dev/null` (or an empty file) there masks the unit; other symlinks
+//!   (aliases, `systemctl link`) are followed inside the host's root, never out of it;
+//! - drop-ins are the `*.conf` files of `NAME.d/` (and of each `PREFIX-.service.d/` and
+//!   `service.d/`) in every search-path directory; of two with the same file name the
+//!   one earlier on the path wins (a `/dev/null` one removes it); they apply after the
+//!   unit file, sorted by file name;
+//! - `Key=value` lines, `#`/`;` comments, a trailing `\` continues a line; an empty
+//!   assignment resets a list (`ExecStartPre=`) or a setting to its default.
+//!
+//! Not modelled: specifiers (`%n`), templates' instances, and a change on disk the
+//! manager has not reloaded yet (the files win: they are what the next start uses).
+
+use crate::host::proc::{read_bounded, Links, ReadError};
+use crate::host::Host;
+use std::path::{Path, PathBuf};
+
+#[cfg(test)]
+mod tests;
+
+/// systemd's system unit search path, earlier wins (`systemd-analyze unit-paths`). Debian
+/// 12 still installs units under `/lib/systemd/system`.
+pub const SEARCH_PATH: &[&str] = &[
+    "/etc/systemd/system.control",
+    "/run/systemd/transient",
+    "/run/systemd/generator.early",
+    "/etc/systemd/system",
+    "/etc/systemd/system.attached",
+    "/run/systemd/system",
+    "/run/systemd/system.attached",
+    "/run/systemd/generator",
+    "/usr/local/lib/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+    "/run/systemd/generator.late",
+];
+
+/// systemd refuses longer unit files; so does the guard.
+const FILE_CAP: u64 = 1 << 20;
+/// Drop-ins read per directory at most (a directory someone filled is not read to its end).
+const DROPINS_CAP: usize = 256;
+/// Symlinks followed at most from a search-path entry to the file.
+const LINK_HOPS: usize = 8;
+
+/// One `Key=value` line, where it was written (an OS path and a 1-based line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub section: String,
+    pub key: String,
+    pub value: String,
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+impl Assignment {
+    /// `FILE:LINE`, for evidence.
+    pub fn place(&self) -> String {
+        format!("{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// A unit as loaded: its file, drop-ins and every assignment in the order applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    pub name: String,
+    /// The unit file (OS path); `None` for a unit made only of drop-ins.
+    pub fragment: Option<PathBuf>,
+    pub masked: bool,
+    pub dropins: Vec<PathBuf>,
+    pub assignments: Vec<Assignment>,
+}
+
+impl Unit {
+    /// The effective value of a single-valued setting: the last assignment, unless that
+    /// one is empty (reset to the default) — `None` then, and when nothing sets it.
+    pub fn setting(&self, section: &str, key: &str) -> Option<&Assignment> {
+        self.of(section, key).last().filter(|a| !a.value.is_empty())
+    }
+
+    /// The effective entries of a list setting (`ExecStartPre=`): every assignment after
+    /// the last empty one.
+    pub fn list(&self, section: &str, key: &str) -> Vec<&Assignment> {
+        let all: Vec<&Assignment> = self.of(section, key).collect();
+        let from = all
+            .iter()
+            .rposition(|a| a.value.is_empty())
+            .map_or(0, |i| i + 1);
+        all[from..].to_vec()
+    }
+
+    fn of<'a>(&'a self, section: &str, key: &str) -> impl Iterator<Item = &'a Assignment> {
+        let (section, key) = (section.to_string(), key.to_string());
+        self.assignments
+            .iter()
+            .filter(move |a| a.section == section && a.key == key)
+    }
+}
+
+/// Loads `name` from `host`'s OS tree; `Ok(None)` when no file or drop-in names it.
+pub fn load(host: &Host, name: &str) -> Result<Option<Unit>, String> {
+    let fragment = find(host, name)?;
+    let dropins = dropins(host, name)?;
+    if fragment.is_none() && dropins.is_empty() {
+        return Ok(None);
+    }
+    let masked = matches!(fragment, Some(Found::Masked(_)));
+    let mut unit = Unit {
+        name: name.to_string(),
+        fragment: match &fragment {
+            Some(Found::File(p) | Found::Masked(p)) => Some(p.clone()),
+            None => None,
+        },
+        masked,
+        dropins: Vec::new(),
+        assignments: Vec::new(),
+    };
+    if masked {
+        return Ok(Some(unit));
+    }
+    if let Some(Found::File(path)) = &fragment {
+        unit.assignments.extend(parse(&read(host, path)?, path));
+    }
+    for path in dropins {
+        unit.assignments.extend(parse(&read(host, &path)?, &path));
+        unit.dropins.push(path);
+    }
+    Ok(Some(unit))
+}
+
+/// The unit files on the search path whose names start with one of `prefixes` and end
+/// in `.service`, sorted and without repeats (masked ones included: [`load`] says so).
+pub fn services_named(host: &Host, prefixes: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = SEARCH_PATH
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(host.os_file(dir)).ok())
+        .flat_map(|entries| entries.flatten().take(4096))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".service") && prefixes.iter().any(|p| n.starts_with(p)))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+enum Found {
+    File(PathBuf),
+    Masked(PathBuf),
+}
+
+/// The first search-path entry named `name`, followed to its file.
+fn find(host: &Host, name: &str) -> Result<Option<Found>, String> {
+    for dir in SEARCH_PATH {
+        let entry = Path::new(dir).join(name);
+        if std::fs::symlink_metadata(host.os_file(&entry)).is_err() {
+            continue;
+        }
+        return follow(host, &entry).map(Some);
+    }
+    Ok(None)
+}
+
+/// Follows symlinks from `entry` (an OS path) inside the host's root: `/dev/null` (or an
+/// empty regular file) masks.
+fn follow(host: &Host, entry: &Path) -> Result<Found, String> {
+    let mut path = entry.to_path_buf();
+    for _ in 0..LINK_HOPS {
+        if path == Path::new("/dev/null") {
+            return Ok(Found::Masked(entry.to_path_buf()));
+        }
+        let here = host.os_file(&path);
+        let meta =
+            std::fs::symlink_metadata(&here).map_err(|e| format!("{}: {e}", path.display()))?;
+        if !meta.file_type().is_symlink() {
+            return Ok(if meta.is_file() && meta.len() == 0 {
+                Found::Masked(entry.to_path_buf())
+            } else {
+                Found::File(path)
+            });
+        }
+        let target = std::fs::read_link(&here).map_err(|e| format!("{}: {e}", path.display()))?;
+        path = match path.parent() {
+            Some(parent) if target.is_relative() => parent.join(target),
+            _ => target,
+        };
+    }
+    Err(format!(
+        "{}: more than {LINK_HOPS} symlinks; not followed",
+        entry.display()
+    ))
+}
+
+/// The drop-in directories of `name`, most specific first: `NAME.d`, then each dashed
+/// prefix, longest first (`k3s-.service.d` for `k3s-agent.service`), then `service.d`.
+fn dropin_dirs(name: &str) -> Vec<String> {
+    let mut dirs = vec![format!("{name}.d")];
+    if let Some((stem, kind)) = name.rsplit_once('.') {
+        let mut prefixes: Vec<String> = stem
+            .match_indices('-')
+            .map(|(i, _)| format!("{}-.{kind}.d", &stem[..i]))
+            .collect();
+        prefixes.reverse();
+        dirs.extend(prefixes);
+        dirs.push(format!("{kind}.d"));
+    }
+    dirs
+}
+
+/// Every drop-in that applies to `name`, in the order systemd applies them: of two with
+/// the same file name the first along the search path (then the more specific
+/// directory) wins; the winners apply sorted by file name.
+fn dropins(host: &Host, name: &str) -> Result<Vec<PathBuf>, String> {
+    let mut chosen: Vec<(String, PathBuf)> = Vec::new();
+    for dir in SEARCH_PATH {
+        for sub in dropin_dirs(name) {
+            let os_dir = Path::new(dir).join(&sub);
+            let Ok(entries) = std::fs::read_dir(host.os_file(&os_dir)) else {
+                continue;
+            };
+            for file in entries.flatten().take(DROPINS_CAP) {
+                let Ok(file) = file.file_name().into_string() else {
+                    continue;
+                };
+                if file.ends_with(".conf") && !chosen.iter().any(|(f, _)| *f == file) {
+                    chosen.push((file.clone(), os_dir.join(&file)));
+                }
+            }
+        }
+    }
+    chosen.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Vec::new();
+    for (_, entry) in chosen {
+        if let Found::File(path) = follow(host, &entry)? {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
+fn read(host: &Host, path: &Path) -> Result<String, String> {
+    let bytes =
+        read_bounded(&host.os_file(path), FILE_CAP, Links::Refuse).map_err(|e| match e {
+            ReadError::Refused(why) | ReadError::Io(why, _) => why,
+        })?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The assignments of one file (`file` only labels them), in order.
+pub fn parse(text: &str, file: &Path) -> Vec<Assignment> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((i, raw)) = lines.next() {
+        let mut line = raw.trim().to_string();
+        // a trailing backslash continues on the next line (comments in between skipped)
+        while let Some(head) = line.strip_suffix('\\') {
+            line = head.to_string();
+            match lines.find(|(_, l)| !l.trim_start().starts_with(['#', ';'])) {
+                Some((_, next)) => {
+                    line.push(' ');
+                    line.push_str(next.trim());
+                }
+                None => break,
+            }
+        }
+        if line.is_empty() || line.starts_with(['#', ';']) {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_string();
+            continue;
+        }
+        if let Some((key, value)) = line.split_once('=') {
+            out.push(Assignment {
+                section: section.clone(),
+                key: key.trim().to_string(),
+                value: value.trim().to_string(),
+                file: file.to_path_buf(),
+                line: i + 1,
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,183 @@
+use super::*;
+use std::os::unix::fs::symlink;
+
+/// A tree standing for a node's `/`, files by OS path.
+struct Tree(tempfile::TempDir);
+
+impl Tree {
+    fn new() -> Tree {
+        Tree(tempfile::tempdir().unwrap())
+    }
+    fn at(&self, os: &str) -> PathBuf {
+        let at = self.0.path().join(os.trim_start_matches('/'));
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        at
+    }
+    fn put(&self, os: &str, text: &str) -> &Tree {
+        std::fs::write(self.at(os), text).unwrap();
+        self
+    }
+    fn link(&self, os: &str, target: &str) -> &Tree {
+        symlink(target, self.at(os)).unwrap();
+        self
+    }
+    fn host(&self) -> Host {
+        Host::at(self.0.path())
+    }
+    fn load(&self, name: &str) -> Unit {
+        load(&self.host(), name).unwrap().expect("the unit exists")
+    }
+}
+
+fn values(list: Vec<&Assignment>) -> Vec<&str> {
+    list.into_iter().map(|a| a.value.as_str()).collect()
+}
+
+#[test]
+fn parse_keeps_sections_lines_and_continuations() {
+    let text = "# c\n[Unit]\nDescription = x\n\n[Service]\n; c\nExecStart=/bin/a \\\n  --b \\\n# skipped\n  --c\nKillMode=process\n";
+    let a = parse(text, Path::new("/u"));
+    let got: Vec<(&str, &str, &str, usize)> = a
+        .iter()
+        .map(|a| (a.section.as_str(), a.key.as_str(), a.value.as_str(), a.line))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("Unit", "Description", "x", 3),
+            ("Service", "ExecStart", "/bin/a  --b  --c", 7),
+            ("Service", "KillMode", "process", 11),
+        ]
+    );
+}
+
+#[test]
+fn etc_overrides_lib_and_dev_null_masks() {
+    let t = Tree::new();
+    t.put(
+        "/lib/systemd/system/c.service",
+        "[Service]\nKillMode=process\n",
+    );
+    assert_eq!(
+        t.load("c.service").fragment.as_deref(),
+        Some(Path::new("/lib/systemd/system/c.service"))
+    );
+    t.put(
+        "/etc/systemd/system/c.service",
+        "[Service]\nKillMode=mixed\n",
+    );
+    let u = t.load("c.service");
+    assert_eq!(u.setting("Service", "KillMode").unwrap().value, "mixed");
+    t.link("/run/systemd/transient/c.service", "/dev/null");
+    let u = t.load("c.service");
+    assert!(u.masked && u.assignments.is_empty(), "{u:?}");
+    assert!(load(&t.host(), "absent.service").unwrap().is_none());
+}
+
+#[test]
+fn an_alias_is_followed_inside_the_root_and_a_loop_is_refused() {
+    let t = Tree::new();
+    t.put(
+        "/usr/lib/systemd/system/real.service",
+        "[Service]\nKillMode=none\n",
+    );
+    // absolute: the image's /usr, never the host's
+    t.link(
+        "/etc/systemd/system/alias.service",
+        "/usr/lib/systemd/system/real.service",
+    );
+    let u = t.load("alias.service");
+    assert_eq!(
+        u.fragment.as_deref(),
+        Some(Path::new("/usr/lib/systemd/system/real.service"))
+    );
+    assert_eq!(u.setting("Service", "KillMode").unwrap().value, "none");
+    t.link(
+        "/etc/systemd/system/loop.service",
+        "/etc/systemd/system/loop.service",
+    );
+    let e = load(&t.host(), "loop.service").unwrap_err();
+    assert!(e.contains("symlinks; not followed"), "{e}");
+}
+
+#[test]
+fn dropins_apply_by_file_name_and_the_first_on_the_path_wins() {
+    let t = Tree::new();
+    t.put(
+        "/lib/systemd/system/k3s-agent.service",
+        "[Service]\nExecStartPre=/a\nKillMode=process\n",
+    )
+    .put(
+        "/lib/systemd/system/k3s-agent.service.d/10-x.conf",
+        "[Service]\nExecStartPre=/from-lib\n",
+    )
+    .put(
+        "/etc/systemd/system/k3s-agent.service.d/10-x.conf",
+        "[Service]\nExecStartPre=/from-etc\n",
+    )
+    .put(
+        "/etc/systemd/system/k3s-.service.d/05-prefix.conf",
+        "[Service]\nExecStartPre=/prefix\n",
+    )
+    .put(
+        "/run/systemd/system/service.d/99-all.conf",
+        "[Service]\nKillMode=\n",
+    )
+    .put(
+        "/etc/systemd/system/k3s-agent.service.d/README",
+        "not a drop-in\n",
+    );
+    let u = t.load("k3s-agent.service");
+    assert_eq!(
+        values(u.list("Service", "ExecStartPre")),
+        ["/a", "/prefix", "/from-etc"]
+    );
+    // the empty KillMode= of the last drop-in resets it to the default
+    assert_eq!(u.setting("Service", "KillMode"), None);
+    // a /dev/null drop-in of the same name removes the packaged one
+    t.link("/run/systemd/transient/service.d/99-all.conf", "/dev/null");
+    let u = t.load("k3s-agent.service");
+    assert_eq!(u.setting("Service", "KillMode").unwrap().value, "process");
+    assert_eq!(u.dropins.len(), 2, "{:?}", u.dropins);
+}
+
+#[test]
+fn an_empty_assignment_resets_a_list() {
+    let t = Tree::new();
+    t.put(
+        "/lib/systemd/system/c.service",
+        "[Service]\nExecStartPre=/a\nExecStartPre=/b\n",
+    )
+    .put(
+        "/etc/systemd/system/c.service.d/1.conf",
+        "[Service]\nExecStartPre=\nExecStartPre=/c\n",
+    );
+    assert_eq!(
+        values(t.load("c.service").list("Service", "ExecStartPre")),
+        ["/c"]
+    );
+}
+
+#[test]
+fn a_fifo_drop_in_is_refused_without_blocking() {
+    let t = Tree::new();
+    t.put("/lib/systemd/system/c.service", "[Service]\n");
+    let fifo = t.at("/etc/systemd/system/c.service.d/1.conf");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    let e = load(&t.host(), "c.service").unwrap_err();
+    assert!(e.contains("not a regular file"), "{e}");
+}
+
+#[test]
+fn services_are_listed_by_prefix_once() {
+    let t = Tree::new();
+    t.put("/lib/systemd/system/k3s.service", "")
+        .put("/etc/systemd/system/k3s.service", "")
+        .put("/etc/systemd/system/rke2-agent.service", "")
+        .put("/etc/systemd/system/k3s.timer", "")
+        .put("/etc/systemd/system/kubelet.service", "");
+    assert_eq!(
+        services_named(&t.host(), &["k3s", "rke2"]),
+        ["k3s.service", "rke2-agent.service"]
+    );
+}
