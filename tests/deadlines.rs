@@ -406,11 +406,20 @@ impl Drop for Holder {
 
 const HYGIENE_TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc", "sleep"];
 
+/// Two tests here must not overlap: the proxy runs in this process, so the guard behind it
+/// finds this process as the socket's peer and reads its descriptors (the stale check),
+/// and the FUSE test holds a mount whose server stops answering.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_in_bound() {
     if !require_root(HYGIENE_TOOLS) {
         return;
     }
+    let _alone = alone();
     let n = support::workload::HygieneNode::start();
     let cfg = n.t.write_guard_config("", "");
     let mut fuse = HungFuse::mount(&n.t.path().join("fuse"));
@@ -468,4 +477,95 @@ fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_
     assert!(npd.elapsed < Duration::from_secs(3 + 5), "{}", npd.dump());
     fuse.abort();
     drop(holder);
+}
+
+/// kubelet's start calls, each held in turn by a proxy in front of a real containerd that
+/// delays exactly that one method (`support::grpc_proxy`, a test tool): `runtime.cri`
+/// fails naming the call, within the call's own bound, while every other call answers.
+/// Through the proxy with nothing held, the same calls pass (the control).
+#[test]
+fn a_cri_call_that_hangs_while_the_others_answer_is_named_within_its_own_bound() {
+    use support::grpc_proxy::DelayProxy;
+    use support::node::{Node, TOOLS};
+    if !require_root(TOOLS) {
+        return;
+    }
+    let _alone = alone();
+    let n = Node::healthy(&format!(
+        "127.0.0.1:{}/guard/pause:dl",
+        support::runtime::dead_port()
+    ));
+    n.import_image();
+    let upstream = n.t.socket();
+    let through = |proxy: &DelayProxy| {
+        let socket = format!("[containerd]\nsocket = \"{}\"\n", proxy.socket.display());
+        let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replacen("[containerd]\n", &socket, 1);
+        let cfg = n.t.path().join(format!(
+            "guard-{}.toml",
+            proxy.socket.file_name().unwrap().to_string_lossy()
+        ));
+        std::fs::write(&cfg, text).unwrap();
+        cfg
+    };
+    let hold = Duration::from_secs(60);
+    let control = DelayProxy::start(&upstream, &n.t.path().join("control.sock"), "/none", hold);
+    Guard::with_config(&through(&control))
+        .run(&["--json", "verify"])
+        .expect(0, "runtime.cri", "pass");
+    let held = [
+        ("/runtime.v1.RuntimeService/Version", "CRI Version"),
+        ("/runtime.v1.RuntimeService/Status", "CRI Status"),
+        ("/runtime.v1.ImageService/ImageFsInfo", "CRI ImageFsInfo"),
+        (
+            "/runtime.v1.RuntimeService/ListPodSandbox",
+            "CRI ListPodSandbox",
+        ),
+        ("/runtime.v1.ImageService/ImageStatus", "CRI ImageStatus"),
+    ];
+    // one proxy per held method, the five verifies at once
+    let proxies: Vec<DelayProxy> = held
+        .iter()
+        .enumerate()
+        .map(|(i, (method, _))| {
+            DelayProxy::start(
+                &upstream,
+                &n.t.path().join(format!("held-{i}.sock")),
+                method,
+                hold,
+            )
+        })
+        .collect();
+    let runs: Vec<_> = proxies
+        .iter()
+        .map(|p| {
+            let cfg = through(p);
+            std::thread::spawn(move || Guard::with_config(&cfg).run(&["--json", "verify"]))
+        })
+        .collect();
+    for ((_, call), run) in held.iter().zip(runs) {
+        let out = run.join().unwrap();
+        // each call's own bound is 5 s; the run is not held for the proxy's 60 s
+        assert!(
+            out.elapsed < Duration::from_secs(20),
+            "{call}: {:?}",
+            out.elapsed
+        );
+        out.expect(1, "runtime.cri", "fail")
+            .mentions("runtime.cri", &[&format!("{call}: no answer within 5s")]);
+    }
+    // Node Problem Detector's run (`--timeout 6s`): each call gets half, 3 s, so the one
+    // line names the call before the run's deadline
+    let status = &proxies[1];
+    let npd = Guard::with_config(&through(status)).run(&["verify", "--npd", "--timeout", "6s"]);
+    assert_eq!(npd.code, 1, "{}", npd.dump());
+    assert!(
+        npd.stdout.starts_with(
+            "runtime.cri: the CRI plugin does not serve: CRI Status: no answer within 3s"
+        ),
+        "{}",
+        npd.dump()
+    );
 }

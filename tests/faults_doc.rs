@@ -7,6 +7,7 @@ use std::path::Path;
 
 const GROUPS: &[&str] = &[
     "containerd",
+    "canary",
     "socket",
     "restart command",
     "state",

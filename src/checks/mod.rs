@@ -12,7 +12,9 @@
 //! families, which find what breaks pods while the node runs: `leaked_tasks` (a task no one
 //! reaps blocks its pod's removal), `orphans` (payloads that outlived their shim) and
 //! `kill_mode` (a containerd unit that would orphan payloads). The hygiene families share
-//! one look at what runs ([`workloads`]).
+//! one look at what runs ([`workloads`]). `canary` is the one family that changes
+//! something to look: it makes and removes a pod sandbox, and runs only where a command
+//! names it (`guard runtime`, `guard verify --deep`).
 //!
 //! # Adding a check family
 //!
@@ -26,6 +28,11 @@
 //!    phase's state machine; remedies never live in rules.
 //!
 //! `docs/development.md` walks through an example.
+
+pub mod canary {
+    pub mod facts;
+    pub mod rules;
+}
 
 pub mod kill_mode {
     pub mod facts;
@@ -78,6 +85,8 @@ pub enum Family {
     LeakedTasks,
     Orphans,
     KillMode,
+    /// A canary pod made and removed (`guard runtime`, `guard verify --deep`).
+    Canary,
 }
 
 impl Family {
@@ -95,6 +104,7 @@ impl Family {
             Id::RuntimeLeakedTasks => Some(Family::LeakedTasks),
             Id::RuntimeOrphans => Some(Family::Orphans),
             Id::RuntimeKillMode => Some(Family::KillMode),
+            Id::RuntimeCanCreate => Some(Family::Canary),
             _ => None,
         }
     }

@@ -115,6 +115,10 @@ pub enum Command {
         /// With --npd: answer within this long even when containerd hangs.
         #[arg(long, requires = "npd", default_value = "3s", value_parser = duration_arg)]
         timeout: std::time::Duration,
+        /// Also run the canary: create and remove a host-network pod sandbox through CRI
+        /// (runtime.can-create), whatever [canary] enabled says.
+        #[arg(long, conflicts_with = "npd")]
+        deep: bool,
     },
     /// Phase 2, kubelet's gate: hold until containerd can start a pod, repairing within the
     /// restart budget; fail so kubelet does not start.
@@ -208,8 +212,20 @@ pub fn main() -> i32 {
             repair,
             force,
             dry_run,
+            deep,
             ..
-        } => with_containerd(&ctx, |cd| verify::run(&ctx, cd, repair, force, dry_run)),
+        } => with_containerd(&ctx, |cd| {
+            verify::run(
+                &ctx,
+                cd,
+                verify::Flags {
+                    repair,
+                    force,
+                    dry_run,
+                    deep,
+                },
+            )
+        }),
         Command::Hygiene { dry_run } => with_containerd(&ctx, |cd| hygiene::run(&ctx, cd, dry_run)),
         Command::Runtime { force } => with_containerd(&ctx, |cd| runtime::run(&ctx, cd, force)),
         Command::Status => status::run(&ctx),

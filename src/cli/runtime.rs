@@ -4,12 +4,17 @@
 
 use super::{Context, Exit};
 use crate::containerd::config::ContainerdConfig;
-use crate::phases::runtime::{End, Mode};
+use crate::phases::runtime::{End, Mode, Scope};
 use crate::report::Report;
 
 pub fn run(ctx: &Context, cd: &ContainerdConfig, force: bool) -> Exit {
+    let scope = match ctx.loaded.settings.canary.enabled {
+        true => Scope::WITH_CANARY,
+        false => Scope::ALL,
+    };
     let mode = Mode {
         force,
+        scope,
         ..Mode::RUNTIME
     };
     match crate::phases::run_runtime(ctx, cd, mode, "guard runtime") {

@@ -3,16 +3,29 @@
 
 use super::{Context, Exit};
 use crate::containerd::config::ContainerdConfig;
-use crate::phases::runtime::Mode;
+use crate::phases::runtime::{Mode, Scope};
 use crate::report::Report;
 use crate::state::{RuntimeFile, StateDir};
 use std::time::Duration;
 
-pub fn run(ctx: &Context, cd: &ContainerdConfig, repair: bool, force: bool, dry_run: bool) -> Exit {
+/// `guard verify`'s flags (`--npd` is its own entry point).
+pub struct Flags {
+    pub repair: bool,
+    pub force: bool,
+    pub dry_run: bool,
+    /// `--deep`: the canary pod too.
+    pub deep: bool,
+}
+
+pub fn run(ctx: &Context, cd: &ContainerdConfig, flags: Flags) -> Exit {
     let mode = Mode {
-        repair,
-        force,
-        dry_run,
+        repair: flags.repair,
+        force: flags.force,
+        dry_run: flags.dry_run,
+        scope: match flags.deep {
+            true => Scope::WITH_CANARY,
+            false => Scope::ALL,
+        },
         ..Mode::VERIFY
     };
     match crate::phases::verify::run(ctx, cd, mode) {

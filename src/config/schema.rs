@@ -26,6 +26,7 @@ pub struct Settings {
     pub remediation: RemediationSettings,
     pub hold: HoldSettings,
     pub orphans: OrphanSettings,
+    pub canary: CanarySettings,
     pub metrics: MetricsSettings,
 }
 
@@ -93,6 +94,18 @@ pub struct OrphanSettings {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanarySettings {
+    /// Whether `guard runtime` ends with a canary pod (`runtime.can-create`).
+    pub enabled: bool,
+    /// The canary's run, stop and remove together; its cleanup gets 5 s more.
+    pub timeout: Duration,
+}
+
+/// The longest `[canary] timeout`: a canary that takes longer proves nothing kubelet
+/// would wait for, and the runtime gate's unit must outlast it.
+pub const MAX_CANARY_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsSettings {
     /// node_exporter's textfile collector file; `None` (`textfile = ""`) disables.
     pub textfile: Option<PathBuf>,
@@ -140,6 +153,10 @@ impl Default for Settings {
                 require_network: false,
             },
             orphans: OrphanSettings { reap: true },
+            canary: CanarySettings {
+                enabled: true,
+                timeout: Duration::from_secs(10),
+            },
             metrics: MetricsSettings {
                 textfile: Some(PathBuf::from(DEFAULT_TEXTFILE)),
             },
@@ -175,6 +192,8 @@ const KEYS: &[&str] = &[
     "hold.timeout",
     "hold.require_network",
     "orphans.reap",
+    "canary.enabled",
+    "canary.timeout",
     "metrics.textfile",
 ];
 
@@ -276,6 +295,19 @@ fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
         "hold.timeout" => s.hold.timeout = duration(&k, v)?,
         "hold.require_network" => s.hold.require_network = boolean(&k, v)?,
         "orphans.reap" => s.orphans.reap = boolean(&k, v)?,
+        "canary.enabled" => s.canary.enabled = boolean(&k, v)?,
+        "canary.timeout" => {
+            let d = duration(&k, v)?;
+            if d.is_zero() || d > MAX_CANARY_TIMEOUT {
+                return Err((
+                    k,
+                    "must be more than 0s and at most 2m (the canary pod's run, stop and \
+                     remove together; default 10s)"
+                        .into(),
+                ));
+            }
+            s.canary.timeout = d;
+        }
         "metrics.textfile" => s.metrics.textfile = optional_path(&k, v)?,
         _ => {
             return Err((
@@ -333,6 +365,8 @@ pub fn render(s: &Settings) -> Vec<(String, String)> {
         q(&format_duration(s.hold.timeout)),
         s.hold.require_network.to_string(),
         s.orphans.reap.to_string(),
+        s.canary.enabled.to_string(),
+        q(&format_duration(s.canary.timeout)),
         q(&s.metrics
             .textfile
             .as_ref()

@@ -149,10 +149,23 @@ pub async fn bounded<T, F>(what: &str, timeout: Duration, fut: F) -> Result<T, R
 where
     F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
+    let timed_out = || RpcError::new(what, RpcErrorKind::Timeout(timeout));
     match tokio::time::timeout(timeout, fut).await {
         Ok(Ok(resp)) => Ok(resp.into_inner()),
+        // the same deadline, enforced first by tonic (the request's `grpc-timeout`) or by
+        // the server: said the same way
+        Ok(Err(s)) if cut_by_its_deadline(&s) => Err(timed_out()),
         Ok(Err(s)) => Err(RpcError::status(what, &s)),
-        Err(_) => Err(RpcError::new(what, RpcErrorKind::Timeout(timeout))),
+        Err(_) => Err(timed_out()),
+    }
+}
+
+/// tonic's own "Timeout expired" (`Cancelled`) and a server's `DeadlineExceeded`.
+fn cut_by_its_deadline(s: &tonic::Status) -> bool {
+    match s.code() {
+        tonic::Code::DeadlineExceeded => true,
+        tonic::Code::Cancelled => s.message() == "Timeout expired",
+        _ => false,
     }
 }
 
@@ -213,7 +226,14 @@ pub async fn connect_answering(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let err = match answering_once(socket, call_timeout.min(left.max(MIN_TRY))).await {
-            Ok(ok) => return Ok(ok),
+            // the calls after this one get their own bound, not what was left of `wait`
+            Ok((conn, version)) => {
+                let conn = Conn {
+                    timeout: call_timeout,
+                    ..conn
+                };
+                return Ok((conn, version));
+            }
             Err(e) => e,
         };
         let left = deadline.saturating_duration_since(Instant::now());

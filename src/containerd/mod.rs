@@ -6,6 +6,8 @@
 
 pub mod archive;
 #[cfg(feature = "grpc")]
+pub mod canary;
+#[cfg(feature = "grpc")]
 pub mod client;
 pub mod config;
 #[cfg(feature = "grpc")]

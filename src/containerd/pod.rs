@@ -16,6 +16,7 @@ pub struct HostNetworkPod<'a> {
     pub namespace: &'a str,
     pub log_directory: &'a str,
     pub cgroup_parent: &'a str,
+    pub labels: &'a [(&'a str, &'a str)],
 }
 
 impl HostNetworkPod<'_> {
@@ -30,6 +31,11 @@ impl HostNetworkPod<'_> {
             }),
             // Host-network sandboxes need an empty hostname (measured on containerd 1.6).
             hostname: String::new(),
+            labels: self
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             log_directory: self.log_directory.to_string(),
             linux: Some(LinuxPodSandboxConfig {
                 cgroup_parent: self.cgroup_parent.to_string(),

@@ -78,7 +78,9 @@ pub fn run_runtime_with(
         .build()
         .map_err(PhaseError::Runtime)?;
     let settings = &ctx.loaded.settings;
-    let mut node = runtime::Node::new(&ctx.host, settings, cd).with_own_mounts(mounts);
+    let mut node = runtime::Node::new(&ctx.host, settings, cd)
+        .with_own_mounts(mounts)
+        .within(mode.deadline);
     let gate = runtime::run(&mut node, settings, mode, command);
     let Some(deadline) = mode.deadline else {
         return Ok(rt.block_on(gate));

@@ -50,6 +50,7 @@ ids! {
     RuntimeLeakedTasks => "runtime.leaked-tasks",
     RuntimeOrphans => "runtime.orphans",
     RuntimeKillMode => "runtime.kill-mode",
+    RuntimeCanCreate => "runtime.can-create",
     RemedyRestart => "remedy.restart",
     RemedyRestoreImage => "remedy.restore-image",
     RemedyPinImage => "remedy.pin-image",

@@ -91,6 +91,57 @@ pub async fn start_host_network_pod(
         .pod_sandbox_id)
 }
 
+/// A sandbox as the guard's canary makes one (its pod namespace, its label) for guard
+/// `pid`: what a guard killed mid-canary leaves behind.
+pub async fn start_canary_like_pod(socket: &Path, pid: u32) -> Result<String, String> {
+    use containerd_guard::containerd::canary::{LABEL, NAMESPACE};
+    let mut c = RuntimeServiceClient::new(channel(socket).await?);
+    let (name, uid, pid) = (
+        format!("canary-{pid}"),
+        crate::random_uuid(),
+        pid.to_string(),
+    );
+    let labels = [(LABEL, pid.as_str())];
+    let config = HostNetworkPod {
+        name: &name,
+        uid: &uid,
+        namespace: NAMESPACE,
+        labels: &labels,
+        ..Default::default()
+    }
+    .config();
+    let req = RunPodSandboxRequest {
+        config: Some(config),
+        runtime_handler: String::new(),
+    };
+    Ok(c.run_pod_sandbox(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner()
+        .pod_sandbox_id)
+}
+
+/// The ids of the sandboxes CRI lists in pod namespace `namespace`, any state.
+pub async fn sandboxes_in(socket: &Path, namespace: &str) -> Result<Vec<String>, String> {
+    let mut c = RuntimeServiceClient::new(channel(socket).await?);
+    let req = ListPodSandboxRequest { filter: None };
+    let items = c
+        .list_pod_sandbox(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner()
+        .items;
+    Ok(items
+        .into_iter()
+        .filter(|s| {
+            s.metadata
+                .as_ref()
+                .is_some_and(|m| m.namespace == namespace)
+        })
+        .map(|s| s.id)
+        .collect())
+}
+
 /// StopPodSandbox then RemovePodSandbox, so nothing is left behind.
 pub async fn remove_pod(socket: &Path, id: &str) -> Result<(), String> {
     let mut c = RuntimeServiceClient::new(channel(socket).await?);

@@ -45,6 +45,7 @@ pub mod containerd;
 pub mod content;
 pub mod cri;
 pub mod exporter;
+pub mod grpc_proxy;
 pub mod guard;
 pub mod hygiene;
 pub mod journal;

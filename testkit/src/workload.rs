@@ -325,6 +325,7 @@ impl Pod {
             namespace: "guard-test",
             log_directory: &log_dir.display().to_string(),
             cgroup_parent: &pod_cgroup(&uid),
+            labels: &[],
         }
         .config();
         LIVE_PODS.fetch_add(1, Ordering::SeqCst);

@@ -25,6 +25,19 @@ pub struct Answering {
     pub plugins: Result<Vec<PluginFact>, String>,
     pub cri_version: Result<String, String>,
     pub cri_conditions: Result<Vec<Condition>, String>,
+    /// The other calls kubelet makes at every start, each bounded on its own: a hang in
+    /// one (CRI `Status` behind a CNI lock while `Version` answers) is named by call.
+    pub kubelet_calls: Vec<KubeletCall>,
+    /// CRI `ImageStatus` of the sandbox image: `pinned`, `None` when CRI does not know it
+    /// (shared with the sandbox image family: asked once).
+    pub sandbox_status: Result<Option<bool>, String>,
+}
+
+/// One of kubelet's start calls and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletCall {
+    pub call: &'static str,
+    pub outcome: Result<(), String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,15 +125,60 @@ fn connect_forbidden(path: &std::path::Path) -> Option<String> {
 }
 
 /// Asks an answering containerd (its `Version` already answered) for the rest.
-pub async fn gather(conn: &Conn, version: VersionAnswer) -> Answering {
+/// `sandbox_image`: the reference kubelet's `ImageStatus` asks about.
+pub async fn gather(conn: &Conn, version: VersionAnswer, sandbox_image: &str) -> Answering {
     // concurrently, on the one HTTP/2 connection: the slowest answer, not the sum
-    let ((cri_version, cri_conditions), plugins) = tokio::join!(cri(conn), plugins(conn));
+    let ((cri_version, cri_conditions), plugins, (kubelet_calls, sandbox_status)) =
+        tokio::join!(cri(conn), plugins(conn), kubelet_calls(conn, sandbox_image));
     Answering {
         version: version.map_err(|e| e.to_string()),
         plugins,
         cri_version,
         cri_conditions,
+        kubelet_calls,
+        sandbox_status,
     }
+}
+
+/// `ImageFsInfo`, `ListPodSandbox` (filtered to nothing: the call, not the pods) and the
+/// sandbox image's `ImageStatus`, at the same time.
+async fn kubelet_calls(
+    conn: &Conn,
+    sandbox_image: &str,
+) -> (Vec<KubeletCall>, Result<Option<bool>, String>) {
+    use k8s_cri::v1::image_service_client::ImageServiceClient;
+    use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+    use k8s_cri::v1::{ImageFsInfoRequest, ListPodSandboxRequest, PodSandboxFilter};
+    let mut images = ImageServiceClient::new(conn.channel.clone());
+    let mut runtime = RuntimeServiceClient::new(conn.channel.clone());
+    let fs_info = conn.call(
+        "CRI ImageFsInfo",
+        images.image_fs_info(conn.request(ImageFsInfoRequest {}, None)),
+    );
+    let none = PodSandboxFilter {
+        label_selector: [("io.containerd-guard/probe".into(), "none".into())].into(),
+        ..Default::default()
+    };
+    let req = ListPodSandboxRequest { filter: Some(none) };
+    let sandboxes = conn.call(
+        "CRI ListPodSandbox",
+        runtime.list_pod_sandbox(conn.request(req, None)),
+    );
+    let status = crate::containerd::image::cri_pinned(conn, sandbox_image);
+    let (fs_info, sandboxes, status) = tokio::join!(fs_info, sandboxes, status);
+    let outcome = |call, r: Result<(), crate::containerd::client::RpcError>| KubeletCall {
+        call,
+        outcome: r.map_err(|e| e.to_string()),
+    };
+    let calls = vec![
+        outcome("CRI ImageFsInfo", fs_info.map(|_| ())),
+        outcome("CRI ListPodSandbox", sandboxes.map(|_| ())),
+        outcome(
+            "CRI ImageStatus",
+            status.as_ref().map(|_| ()).map_err(Clone::clone),
+        ),
+    ];
+    (calls, status.map_err(|e| e.to_string()))
 }
 
 async fn plugins(conn: &Conn) -> Result<Vec<PluginFact>, String> {

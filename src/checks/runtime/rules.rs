@@ -176,22 +176,36 @@ fn cri(a: &Answering) -> Finding {
     let ready = conditions
         .ok()
         .and_then(|c| c.iter().find(|c| c.kind == "RuntimeReady"));
-    match (&a.cri_version, conditions, ready) {
-        (Ok(v), Ok(_), Some(c)) if c.status => {
-            Finding::pass(ID, format!("CRI {v} serves, RuntimeReady=true"))
+    let hung = a.kubelet_calls.iter().find(|c| c.outcome.is_err());
+    match (&a.cri_version, conditions, ready, hung) {
+        (Ok(v), Ok(_), Some(c), _) if !c.status => {
+            Finding::fail(ID, format!("CRI {v}: RuntimeReady=false"))
+                .evidence(format!("{}: {}", c.reason, c.message))
+                .remedy("see containerd's log for the runtime error")
         }
-        (Ok(v), Ok(_), Some(c)) => Finding::fail(ID, format!("CRI {v}: RuntimeReady=false"))
-            .evidence(format!("{}: {}", c.reason, c.message))
-            .remedy("see containerd's log for the runtime error"),
-        (Ok(v), Ok(_), None) => {
+        (Ok(v), Ok(_), None, _) => {
             Finding::fail(ID, format!("CRI {v} reports no RuntimeReady condition"))
         }
-        (Err(e), _, _) | (_, Err(e), _) => Finding::fail(ID, "the CRI plugin does not serve")
-            .evidence(e.clone())
-            .remedy(
-                "check that containerd's config does not disable the cri plugin \
-                 (disabled_plugins)",
-            ),
+        (Ok(v), Ok(_), Some(_), Some(call)) => {
+            let error = call.outcome.clone().err().unwrap_or_default();
+            let summary = format!("{} fails while the rest of CRI {v} serves", call.call);
+            Finding::fail(ID, summary).evidence(error).remedy(
+                "kubelet makes this call at every start and the node goes NotReady \
+                     while it hangs, with nothing naming it; see `journalctl -u containerd` \
+                     (a CNI plugin or a snapshotter that hangs holds these calls)",
+            )
+        }
+        (Ok(v), Ok(_), Some(_), None) => {
+            Finding::pass(ID, format!("CRI {v} serves, RuntimeReady=true"))
+        }
+        (Err(e), _, _, _) | (_, Err(e), _, _) => {
+            Finding::fail(ID, format!("the CRI plugin does not serve: {e}"))
+                .evidence(e.clone())
+                .remedy(
+                    "check that containerd's config does not disable the cri plugin \
+                     (disabled_plugins); a call that does not answer in time is named above",
+                )
+        }
     }
 }
 

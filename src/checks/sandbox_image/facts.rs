@@ -5,7 +5,7 @@
 
 use crate::containerd::client::Conn;
 pub use crate::containerd::image::PINNED_LABEL;
-use crate::containerd::image::{blob_present, cri_pinned, read_blob, record, snapshot_exists};
+use crate::containerd::image::{blob_present, read_blob, record, snapshot_exists};
 use crate::containerd::oci::{
     chain_id, diff_ids, is_index, manifest_parts, normalize_ref, oci_arch, pick_manifest, Desc,
 };
@@ -65,15 +65,12 @@ pub struct Wanted {
     pub snapshotter: String,
 }
 
+/// The image's facts; CRI's `pinned` comes from the runtime family's `ImageStatus`
+/// (kubelet's own start call, asked once) through [`with_cri_answer`].
 pub async fn gather(conn: &Conn, w: &Wanted) -> ImageFacts {
     let arch = oci_arch(std::env::consts::ARCH);
     let name = normalize_ref(&w.reference);
-    // CRI's answer is asked beside the walk: no round trip is added
-    let (checked, reported) = tokio::join!(
-        check(conn, &name, &w.snapshotter, "linux", arch),
-        cri_pinned(conn, &w.reference)
-    );
-    let (state, labelled) = checked;
+    let (state, labelled) = check(conn, &name, &w.snapshotter, "linux", arch).await;
     ImageFacts {
         reference: w.reference.clone(),
         name,
@@ -83,9 +80,20 @@ pub async fn gather(conn: &Conn, w: &Wanted) -> ImageFacts {
         state,
         pin: labelled.map(|labelled| Pin {
             labelled,
-            reported: reported.map_err(|e| e.to_string()),
+            reported: Err("CRI ImageStatus was not asked".into()),
         }),
     }
+}
+
+/// `facts` with CRI `ImageStatus`'s answer about the image (`pinned`, `None`: unknown).
+pub fn with_cri_answer(
+    mut facts: ImageFacts,
+    reported: &Result<Option<bool>, String>,
+) -> ImageFacts {
+    if let Some(pin) = facts.pin.as_mut() {
+        pin.reported = reported.clone();
+    }
+    facts
 }
 
 /// The full check of image `name` in namespace k8s.io, and whether its record carries

@@ -34,6 +34,7 @@ pub struct Observation {
 pub struct Scope(pub &'static [Family]);
 
 impl Scope {
+    /// Every check that only looks (the canary makes a pod: it is named on its own).
     pub const ALL: Scope = Scope(&[
         Family::Runtime,
         Family::Stale,
@@ -41,6 +42,17 @@ impl Scope {
         Family::LeakedTasks,
         Family::Orphans,
         Family::KillMode,
+    ]);
+
+    /// Every check, and the canary pod last (`guard runtime`, `guard verify --deep`).
+    pub const WITH_CANARY: Scope = Scope(&[
+        Family::Runtime,
+        Family::Stale,
+        Family::SandboxImage,
+        Family::LeakedTasks,
+        Family::Orphans,
+        Family::KillMode,
+        Family::Canary,
     ]);
 
     pub fn covers(self, family: Family) -> bool {

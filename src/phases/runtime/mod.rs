@@ -49,13 +49,14 @@ pub struct Mode {
 }
 
 impl Mode {
-    /// `guard runtime`: hold kubelet, repair.
+    /// `guard runtime`: hold kubelet, repair, and end with the canary (`[canary] enabled =
+    /// false` takes it out).
     pub const RUNTIME: Mode = Mode {
         hold: true,
         repair: true,
         force: false,
         dry_run: false,
-        scope: Scope::ALL,
+        scope: Scope::WITH_CANARY,
         deadline: None,
     };
     /// `guard verify`: one read-only look.

@@ -3,13 +3,14 @@
 //! [`Node`] is the real one; the tests use a fake.
 
 use super::decide::{Observation, Scope};
+use crate::checks::canary::facts::{self as canary, CanaryFacts};
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::{self as leaked_rules, Leak};
 use crate::checks::orphans::facts::{self as orphans, OrphanFacts, Runtime};
 use crate::checks::orphans::rules::{self as orphan_rules, Condemned};
 use crate::checks::runtime::facts::{self as runtime, RuntimeFacts};
-use crate::checks::sandbox_image::facts::{self as sandbox_image, Wanted};
+use crate::checks::sandbox_image::facts as sandbox_image;
 use crate::checks::stale::facts as stale;
 use crate::checks::{workloads, Family};
 use crate::config::units::format_duration;
@@ -32,6 +33,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod looks;
+mod target;
+pub use target::Target;
 
 /// What phase 2 acts on. Async methods talk to containerd or sleep; the rest are quick
 /// local reads and writes.
@@ -75,6 +78,9 @@ pub trait World {
     async fn pull(&mut self) -> Result<String, RemedyError>;
     /// Labels the sandbox image pinned (`Images.Update` of that one label).
     async fn pin(&mut self) -> Result<(), RemedyError>;
+    /// Makes and removes a canary pod sandbox (`runtime.can-create`); `None` when
+    /// containerd does not answer.
+    async fn canary(&mut self) -> Option<CanaryFacts>;
 
     /// The sandbox image as configured, and as containerd names it.
     fn image_reference(&self) -> String;
@@ -82,35 +88,6 @@ pub trait World {
         normalize_ref(&self.image_reference())
     }
     fn snapshotter(&self) -> String;
-}
-
-/// What phase 2 needs to know about containerd, from its config and the guard's.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub socket: PathBuf,
-    pub root: PathBuf,
-    /// containerd's state directory (its task bundles).
-    pub state: PathBuf,
-    pub image: Wanted,
-}
-
-impl Target {
-    pub fn new(settings: &Settings, cd: &ContainerdConfig) -> Target {
-        let (reference, source) = match &settings.sandbox.image {
-            Some(i) => (i.clone(), "[sandbox] image".to_string()),
-            None => (cd.sandbox_image.clone(), cd.sandbox_image_key.to_string()),
-        };
-        Target {
-            socket: crate::containerd::config::socket(settings, cd),
-            root: cd.root.clone(),
-            state: cd.state.clone(),
-            image: Wanted {
-                reference,
-                source,
-                snapshotter: cd.snapshotter.clone(),
-            },
-        }
-    }
 }
 
 /// Every call to containerd is bounded by this.
@@ -129,6 +106,8 @@ pub struct Node<'a> {
     lock: Option<RepairLock>,
     /// The guard's own mount table, when its caller reads it (`guard verify`).
     own_mounts: Option<std::sync::Arc<OwnMounts>>,
+    /// Each call's own bound ([`CALL_TIMEOUT`], less inside a run's deadline).
+    call_timeout: Duration,
 }
 
 impl<'a> Node<'a> {
@@ -141,7 +120,19 @@ impl<'a> Node<'a> {
             conn: None,
             lock: None,
             own_mounts: None,
+            call_timeout: CALL_TIMEOUT,
         }
+    }
+
+    /// Inside a whole run's `deadline` (`guard verify --npd --timeout`), each call gets
+    /// half of it at most: a call that hangs while the others answer is reported by name
+    /// before the run's deadline cuts everything off (the other half is for the rest of
+    /// the run on a loaded node).
+    pub fn within(mut self, deadline: Option<Duration>) -> Self {
+        if let Some(deadline) = deadline {
+            self.call_timeout = CALL_TIMEOUT.min(deadline / 2);
+        }
+        self
     }
 
     /// The guard's own mount table, read by the caller (maybe still being read): the
@@ -231,7 +222,7 @@ impl World for Node<'_> {
             false => KillModeFacts::NotSystemd,
         };
         self.conn = None;
-        let connected = client::connect_answering(&socket, wait, CALL_TIMEOUT)
+        let connected = client::connect_answering(&socket, wait, self.call_timeout)
             .instrument(tracing::debug_span!("connect"))
             .await;
         let (conn, version) = match connected {
@@ -279,9 +270,12 @@ impl World for Node<'_> {
             hygiene.instrument(tracing::debug_span!("hygiene looks")),
             stale,
             image.instrument(tracing::debug_span!("sandbox_image facts")),
-            runtime::gather(&conn, version).instrument(tracing::debug_span!("runtime facts")),
+            runtime::gather(&conn, version, &self.target.image.reference)
+                .instrument(tracing::debug_span!("runtime facts")),
         );
         self.conn = Some(conn);
+        let sandbox_image =
+            image.map(|i| sandbox_image::with_cri_answer(i, &answering.sandbox_status));
         Observation {
             runtime: RuntimeFacts {
                 socket: display,
@@ -290,7 +284,7 @@ impl World for Node<'_> {
                 path_fault: None,
             },
             stale,
-            sandbox_image: image,
+            sandbox_image,
             leaked_tasks,
             orphans,
             kill_mode,
@@ -360,6 +354,11 @@ impl World for Node<'_> {
             "{pulled}; {}",
             pinned(conn, &self.image_name()).await
         ))
+    }
+
+    async fn canary(&mut self) -> Option<CanaryFacts> {
+        let gather = canary::gather(self.conn().ok()?, self.host, self.settings.canary.timeout);
+        Some(tracing::Instrument::instrument(gather, tracing::debug_span!("canary")).await)
     }
 
     async fn pin(&mut self) -> Result<(), RemedyError> {

@@ -161,6 +161,7 @@ fn pod_config(r: &RunArgs) -> PodSandboxConfig {
         namespace: &r.namespace,
         log_directory: &log_dir(r).display().to_string(),
         cgroup_parent: &r.cgroup_parent,
+        labels: &[],
     }
     .config()
 }

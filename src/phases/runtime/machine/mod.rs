@@ -14,6 +14,7 @@ use super::decide::{first_failure, judge, Observation, Plan, RestartReason};
 use super::world::World;
 use super::{End, Family, Gate, Mode, Scope};
 use crate::backoff::Backoff;
+use crate::checks::canary::rules as canary;
 use crate::checks::runtime::rules::Knobs;
 use crate::config::units::format_duration;
 use crate::config::Settings;
@@ -36,6 +37,7 @@ enum Step {
     Restore,
     Pull,
     Pin,
+    Canary,
     Hold,
     Finish(End),
 }
@@ -96,6 +98,7 @@ pub async fn run<W: World>(w: &mut W, s: &Settings, mode: Mode, command: &str) -
             Step::Restore => m.restore().await,
             Step::Pull => m.pull().await,
             Step::Pin => m.pin().await,
+            Step::Canary => m.canary().await,
             Step::Hold => m.hold().await,
             Step::Finish(end) => return m.finish(end).await,
         }
@@ -221,15 +224,17 @@ impl<'a, W: World> Machine<'a, W> {
         }
         let failure = first_failure(&self.checks);
         self.failure = failure.clone().unwrap_or_default();
+        if let Some(failure) = failure.as_deref().filter(|_| scope.covers(Family::Canary)) {
+            self.checks.push(canary::not_tried(failure));
+        }
         if self.mode.dry_run {
             self.dry_run(&plan);
         }
         if !self.mode.acts() {
-            return Step::Finish(if failure.is_some() {
-                End::Unusable
-            } else {
-                End::Usable
-            });
+            return match failure {
+                Some(_) => Step::Finish(End::Unusable),
+                None => self.usable(),
+            };
         }
         self.next_remedy(failure.is_some(), plan)
     }
@@ -248,10 +253,41 @@ impl<'a, W: World> Machine<'a, W> {
             return Step::Pin;
         }
         match (failing, plan.restore_image) {
-            (false, _) => Step::Finish(End::Usable),
+            (false, _) => self.usable(),
             (true, true) => Step::Restore,
             // (a run that does not hold, `guard hygiene` included, ends there: unusable)
             (true, false) => Step::Hold,
+        }
+    }
+
+    /// Every check passed: the canary when the run covers it, else the end.
+    fn usable(&self) -> Step {
+        match self.mode.scope.covers(Family::Canary) && self.terminal.is_none() {
+            true => Step::Canary,
+            false => Step::Finish(End::Usable),
+        }
+    }
+
+    /// Makes and removes a canary pod. A failure holds like a failed check, and is never
+    /// repaired: the next look runs it again.
+    async fn canary(&mut self) -> Step {
+        let bound = self.s.canary.timeout + 2 * crate::checks::canary::facts::CLEANUP;
+        crate::notify::status("creating a canary pod sandbox");
+        crate::notify::extend_timeout(bound + Duration::from_secs(30));
+        let finding = match self.w.canary().await {
+            Some(facts) => canary::evaluate(&facts),
+            None => canary::no_connection(),
+        };
+        self.checks.push(finding);
+        match first_failure(&self.checks) {
+            None => Step::Finish(End::Usable),
+            Some(failure) => {
+                self.failure = failure;
+                match self.mode.hold {
+                    true => Step::Hold,
+                    false => Step::Finish(End::Unusable),
+                }
+            }
         }
     }
 

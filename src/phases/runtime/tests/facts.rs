@@ -111,6 +111,8 @@ pub(super) fn observation(looks: Looks) -> Observation {
         plugins: Ok(Vec::new()),
         cri_version: Ok("containerd 1.6.20 (API v1)".into()),
         cri_conditions: Ok(vec![ready("RuntimeReady"), ready("NetworkReady")]),
+        kubelet_calls: Vec::new(),
+        sandbox_status: Ok(Some(true)),
     };
     Observation {
         runtime: runtime(Ok(Box::new(answering))),
@@ -171,5 +173,22 @@ pub(super) fn image_facts(missing: bool) -> ImageFacts {
         snapshotter: "overlayfs".into(),
         platform: "linux/amd64".into(),
         state,
+    }
+}
+
+pub(super) fn canary_facts(fails: bool) -> CanaryFacts {
+    let outcome = match fails {
+        false => CanaryOutcome::Created { id: "c4na".into() },
+        true => CanaryOutcome::NotCreated {
+            error: "CRI RunPodSandbox: Unknown: mkdir .../snapshots/12: operation not permitted"
+                .into(),
+            timed_out: false,
+        },
+    };
+    CanaryFacts {
+        outcome,
+        timeout: Duration::from_secs(10),
+        took: Duration::from_millis(300),
+        cleanup: Vec::new(),
     }
 }

@@ -8,6 +8,7 @@
 //! (the test host has no systemd to restart containerd through; `checks::kill_mode`'s
 //! tests read real unit trees, and the vm-tests' k3s scenario checks the warning itself).
 
+mod canary;
 mod facts;
 mod history;
 mod hygiene;
@@ -17,6 +18,7 @@ mod restart;
 use super::decide::{Observation, Scope};
 use super::Family;
 use super::{run, End, Mode, World};
+use crate::checks::canary::facts::{CanaryFacts, CanaryOutcome};
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::Leak;
@@ -85,6 +87,8 @@ struct Fake {
     stale_image_missing: bool,
     /// The present sandbox image is not labelled pinned, and CRI reports it unpinned.
     unpinned: bool,
+    /// What each canary pod does (the last one repeats); `None`: created and removed.
+    canary_fails: VecDeque<bool>,
     // What happened:
     deleted: u32,
     reaped: u32,
@@ -94,6 +98,7 @@ struct Fake {
     imports: u32,
     pulls: u32,
     pins: u32,
+    canaries: u32,
     slept: Vec<Duration>,
     /// Sleeps taken while holding the lock (must be none).
     slept_locked: u32,
@@ -122,6 +127,7 @@ impl Fake {
             delete_fails: false,
             stale_image_missing: false,
             unpinned: false,
+            canary_fails: VecDeque::new(),
             deleted: 0,
             reaped: 0,
             restarts: 0,
@@ -129,6 +135,7 @@ impl Fake {
             imports: 0,
             pulls: 0,
             pins: 0,
+            canaries: 0,
             slept: Vec::new(),
             slept_locked: 0,
         }
@@ -324,6 +331,17 @@ impl World for Fake {
         self.pins += 1;
         self.unpinned = false;
         Ok(())
+    }
+
+    async fn canary(&mut self) -> Option<CanaryFacts> {
+        self.canaries += 1;
+        let fails = match self.canary_fails.len() {
+            0 => false,
+            1 => self.canary_fails[0],
+            _ => self.canary_fails.pop_front().unwrap_or(false),
+        };
+        self.clock += Duration::from_millis(300);
+        Some(canary_facts(fails))
     }
 
     fn image_reference(&self) -> String {

@@ -1,0 +1,36 @@
+//! What phase 2 acts on: containerd's socket, root, state directory and sandbox image,
+//! from containerd's config and the guard's.
+
+use crate::checks::sandbox_image::facts::Wanted;
+use crate::config::Settings;
+use crate::containerd::config::ContainerdConfig;
+use std::path::PathBuf;
+
+/// What phase 2 needs to know about containerd, from its config and the guard's.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub socket: PathBuf,
+    pub root: PathBuf,
+    /// containerd's state directory (its task bundles).
+    pub state: PathBuf,
+    pub image: Wanted,
+}
+
+impl Target {
+    pub fn new(settings: &Settings, cd: &ContainerdConfig) -> Target {
+        let (reference, source) = match &settings.sandbox.image {
+            Some(i) => (i.clone(), "[sandbox] image".to_string()),
+            None => (cd.sandbox_image.clone(), cd.sandbox_image_key.to_string()),
+        };
+        Target {
+            socket: crate::containerd::config::socket(settings, cd),
+            root: cd.root.clone(),
+            state: cd.state.clone(),
+            image: Wanted {
+                reference,
+                source,
+                snapshotter: cd.snapshotter.clone(),
+            },
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! `runtime.can-create` on a real containerd and a real loop-mounted ext4 volume: the
+//! canary pod is made and removed leaving nothing behind; a full volume, a volume that
+//! went read-only after a filesystem error and an immutable snapshot directory fail it
+//! (the last one fails nothing else); a canary of a killed guard is removed by the next
+//! run, one of a guard that still runs is left alone. Root only.
+
+use testkit as support;
+
+use containerd_guard::containerd::canary::NAMESPACE;
+use std::path::Path;
+use std::time::Duration;
+use support::cri::{sandboxes_in, start_canary_like_pod};
+use support::node::*;
+use support::runtime::*;
+use support::workload::ctr_k8s_ok;
+use support::*;
+
+fn node(tag: &str) -> Node {
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
+    n.import_image();
+    n
+}
+
+fn config(n: &Node, extra: &str) -> std::path::PathBuf {
+    n.config(
+        &n.ctrd.restart_program(),
+        &format!("[sandbox]\npull = false\n{extra}"),
+    )
+}
+
+fn deep(cfg: &Path) -> Outcome {
+    Guard::with_config(cfg).run(&["--json", "verify", "--deep"])
+}
+
+/// The sandbox id the finding names (an evidence line `sandbox <id>, ...`).
+fn canary_id(out: &Outcome) -> String {
+    let text = out.finding_text("runtime.can-create");
+    let line = text.lines().find_map(|l| l.trim().strip_prefix("sandbox "));
+    let id: String = line
+        .unwrap_or_default()
+        .chars()
+        .take_while(|c| c.is_ascii_hexdigit())
+        .collect();
+    assert_eq!(id.len(), 64, "no sandbox id in {text}");
+    id
+}
+
+/// Everything of sandbox `id` still on the node: CRI's listing, containerd's container
+/// and task, a mount, a cgroup, the CRI state directory. Empty when nothing is left.
+fn left_of(n: &Node, id: &str) -> Vec<String> {
+    let socket = n.t.socket();
+    let mut left = Vec::new();
+    let listed = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE)).unwrap();
+    if listed.iter().any(|l| l == id) {
+        left.push(format!("CRI lists {id}"));
+    }
+    for what in ["containers", "tasks"] {
+        if ctr_k8s_ok(&socket, &[what, "ls"]).contains(id) {
+            left.push(format!("ctr {what} ls names {id}"));
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    left.extend(
+        mounts
+            .lines()
+            .filter(|l| l.contains(id))
+            .map(|l| format!("mount: {l}")),
+    );
+    left.extend(cgroups_named(Path::new("/sys/fs/cgroup"), id, 4));
+    let state = n.t.state_path();
+    if walk_names(&state, 6).iter().any(|p| p.contains(id)) {
+        left.push(format!("a path named {id} under {}", state.display()));
+    }
+    left
+}
+
+/// Directories under `dir` (to `depth`) whose name contains `id`.
+fn cgroups_named(dir: &Path, id: &str, depth: u32) -> Vec<String> {
+    walk_names(dir, depth)
+        .into_iter()
+        .filter(|p| p.contains(id))
+        .map(|p| format!("cgroup {p}"))
+        .collect()
+}
+
+fn walk_names(dir: &Path, depth: u32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        out.push(e.path().display().to_string());
+        if is_dir && depth > 0 {
+            out.extend(walk_names(&e.path(), depth - 1));
+        }
+    }
+    out
+}
+
+fn snapshot_count(n: &Node) -> usize {
+    ctr_k8s_ok(&n.t.socket(), &["snapshots", "ls"])
+        .lines()
+        .count()
+}
+
+#[test]
+fn c01_a_healthy_node_makes_and_removes_the_canary_leaving_nothing() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = node("c1");
+    let cfg = config(&n, "");
+    let snapshots = snapshot_count(&n);
+    let out = deep(&cfg);
+    out.expect(0, "runtime.can-create", "pass")
+        .mentions("runtime.can-create", &["created and removed", NAMESPACE]);
+    let id = canary_id(&out);
+    assert_eq!(
+        left_of(&n, &id),
+        Vec::<String>::new(),
+        "the canary left something"
+    );
+    assert_eq!(
+        snapshot_count(&n),
+        snapshots,
+        "the canary's snapshot is gone"
+    );
+    // plain verify: no canary, no line
+    let plain = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    assert!(
+        !has_finding(&plain, "runtime.can-create"),
+        "{}",
+        plain.dump()
+    );
+    // the runtime gate ends with it; [canary] enabled = false takes it out
+    runtime(&cfg).expect(0, "runtime.can-create", "pass");
+    let off = runtime(&config(&n, "[canary]\nenabled = false\n"));
+    assert!(!has_finding(&off, "runtime.can-create"), "{}", off.dump());
+    // --deep runs it whatever `enabled` says; NPD never makes pods
+    deep(&config(&n, "[canary]\nenabled = false\n")).expect(0, "runtime.can-create", "pass");
+    let npd = Guard::with_config(&cfg).run(&["verify", "--npd", "--deep"]);
+    assert_eq!(npd.code, 2, "--npd --deep is a usage error: {}", npd.dump());
+    assert_eq!(n.ctrd.restarts(), 0);
+    assert_eq!(left_of(&n, &id), Vec::<String>::new());
+}
+
+#[test]
+fn c02_a_full_volume_fails_the_canary_alone_with_the_default_config() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = node("c2");
+    let cfg = config(&n, "");
+    let filler = n.t.volume_path().join("filler");
+    fill_with_small_writes(&filler);
+    // Only the canary sees it with the default config: an unnamed temporary file needs an
+    // inode and no block (volume.writable), and min_free is 0 (volume.free-space).
+    let out = deep(&cfg);
+    out.expect(1, "runtime.can-create", "fail").mentions(
+        "runtime.can-create",
+        &["cannot create a pod sandbox", "no space left"],
+    );
+    assert_eq!(out.status("volume.writable"), "pass", "{}", out.dump());
+    assert_eq!(out.status("volume.free-space"), "pass", "{}", out.dump());
+    assert_eq!(n.ctrd.restarts(), 0, "a failing canary restarts nothing");
+    std::fs::remove_file(&filler).unwrap();
+    let again = deep(&cfg);
+    again.expect(0, "runtime.can-create", "pass");
+    assert_eq!(left_of(&n, &canary_id(&again)), Vec::<String>::new());
+    let listed = block_on("CRI ListPodSandbox", sandboxes_in(&n.t.socket(), NAMESPACE));
+    assert_eq!(listed, Ok(vec![]), "nothing of the failed canary is left");
+}
+
+/// Fills the filesystem of `path` to the last block, as root, 4 KiB at a time.
+fn fill_with_small_writes(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let block = [0u8; 4096];
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => break,
+            Err(e) => panic!("fill {}: {e}", path.display()),
+        }
+    }
+    let _ = f.sync_all();
+}
+
+#[test]
+fn c03_a_volume_read_only_after_a_filesystem_error_fails_the_canary() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = node("c3");
+    let cfg = config(&n, "");
+    let volume = n.t.volume_path();
+    let remount = std::process::Command::new("mount")
+        .args(["-o", "remount,errors=remount-ro"])
+        .arg(&volume)
+        .status()
+        .unwrap();
+    assert!(remount.success(), "remount errors=remount-ro");
+    let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", n.vol.device.name);
+    std::fs::write(&trigger, "1").expect("trip the filesystem error");
+    let path = volume.display().to_string();
+    poll_until("emergency_ro in mountinfo", Duration::from_secs(5), || {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .any(|l| l.contains(&path) && l.contains("emergency_ro"))
+            .then_some(())
+    });
+    let out = deep(&cfg);
+    out.expect(1, "runtime.can-create", "fail")
+        .expect(1, "volume.writable", "fail")
+        .mentions("runtime.can-create", &["read-only file system"]);
+    assert_eq!(n.ctrd.restarts(), 0);
+}
+
+#[test]
+fn c04_an_immutable_snapshot_directory_fails_the_canary_and_nothing_else() {
+    if !require_root(&[TOOLS, &["chattr"]].concat()) {
+        return;
+    }
+    let n = node("c4");
+    let cfg = config(&n, "[hold]\ntimeout = \"3s\"\n");
+    let snapshots =
+        n.t.volume_path()
+            .join("io.containerd.snapshotter.v1.overlayfs/snapshots");
+    let chattr = |flag: &str| {
+        let ok = std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&snapshots)
+            .status();
+        assert!(
+            ok.unwrap().success(),
+            "chattr {flag} {}",
+            snapshots.display()
+        );
+    };
+    chattr("+i");
+    let plain = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    let deep_out = deep(&cfg);
+    let gate = runtime(&cfg);
+    chattr("-i");
+    assert_eq!(plain.code, 0, "every other check passes: {}", plain.dump());
+    deep_out
+        .expect(1, "runtime.can-create", "fail")
+        .mentions("runtime.can-create", &["operation not permitted"]);
+    gate.expect(1, "runtime.can-create", "fail")
+        .expect(1, "runtime.hold", "fail");
+    for id in ["remedy.restart", "remedy.restore-image", "remedy.pull"] {
+        assert!(!has_finding(&gate, id), "{id}: {}", gate.dump());
+    }
+    assert_eq!(n.ctrd.restarts(), 0, "a failing canary restarts nothing");
+    let listed = block_on("CRI ListPodSandbox", sandboxes_in(&n.t.socket(), NAMESPACE));
+    assert_eq!(listed, Ok(vec![]), "nothing of the failed canaries is left");
+}
+
+#[test]
+fn c05_a_killed_guards_canary_is_removed_and_a_running_guards_is_left_alone() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = node("c5");
+    let cfg = config(&n, "");
+    let socket = n.t.socket();
+    // a guard that was killed mid-canary: its pid is gone
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    let leftover = block_on("RunPodSandbox", start_canary_like_pod(&socket, dead_pid)).unwrap();
+    // a guard running right now (a process whose comm is `guard`), in the middle of its own
+    let running = n.t.path().join("guard");
+    std::fs::copy("/bin/sleep", &running).unwrap();
+    let mut live = std::process::Command::new(&running)
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let theirs = block_on("RunPodSandbox", start_canary_like_pod(&socket, live.id())).unwrap();
+
+    let out = deep(&cfg);
+    let listed = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE));
+    let left = left_of(&n, &leftover);
+    // once that guard is gone too, the next run removes its canary (run before any
+    // assertion: a failed test leaves no pod behind)
+    live.kill().unwrap();
+    live.wait().unwrap();
+    let after = deep(&cfg);
+    let removed = format!("removed canary {leftover} (left by a guard that no longer runs)");
+    out.expect(0, "runtime.can-create", "pass")
+        .mentions("runtime.can-create", &[&removed]);
+    assert_eq!(
+        listed,
+        Ok(vec![theirs.clone()]),
+        "only the running guard's canary is left"
+    );
+    assert_eq!(left, Vec::<String>::new());
+    after.expect(0, "runtime.can-create", "pass");
+    assert_eq!(left_of(&n, &theirs), Vec::<String>::new());
+}
+
+#[test]
+fn c06_a_canary_cut_off_by_its_timeout_leaves_nothing_after_the_cleanup() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = node("c6");
+    let out = deep(&config(&n, "[canary]\ntimeout = \"1ms\"\n"));
+    out.expect(1, "runtime.can-create", "fail")
+        .mentions("runtime.can-create", &["within 1ms"]);
+    // containerd may finish the sandbox after the guard stopped waiting: the cleanup, or
+    // the next run's sweep, removes it
+    let next = deep(&config(&n, ""));
+    next.expect(0, "runtime.can-create", "pass");
+    let listed = block_on("CRI ListPodSandbox", sandboxes_in(&n.t.socket(), NAMESPACE));
+    assert_eq!(listed, Ok(vec![]), "{}", next.dump());
+    assert_eq!(n.ctrd.restarts(), 0);
+}
