@@ -8,6 +8,7 @@ use std::path::Path;
 const GROUPS: &[&str] = &[
     "containerd",
     "canary",
+    "kubelet",
     "socket",
     "restart command",
     "state",

@@ -34,6 +34,11 @@ pub mod canary {
     pub mod rules;
 }
 
+pub mod eviction {
+    pub mod facts;
+    pub mod rules;
+}
+
 pub mod kill_mode {
     pub mod facts;
     pub mod rules;
@@ -87,6 +92,8 @@ pub enum Family {
     KillMode,
     /// A canary pod made and removed (`guard runtime`, `guard verify --deep`).
     Canary,
+    /// kubelet's eviction thresholds cover containerd's volume.
+    Eviction,
 }
 
 impl Family {
@@ -105,6 +112,7 @@ impl Family {
             Id::RuntimeOrphans => Some(Family::Orphans),
             Id::RuntimeKillMode => Some(Family::KillMode),
             Id::RuntimeCanCreate => Some(Family::Canary),
+            Id::VolumeEviction => Some(Family::Eviction),
             _ => None,
         }
     }

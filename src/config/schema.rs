@@ -27,6 +27,7 @@ pub struct Settings {
     pub hold: HoldSettings,
     pub orphans: OrphanSettings,
     pub canary: CanarySettings,
+    pub kubelet: KubeletSettings,
     pub metrics: MetricsSettings,
 }
 
@@ -55,6 +56,9 @@ pub struct VolumeSettings {
     pub wait: Duration,
     /// In the initrd: mount the device at the volume path when it is not mounted yet.
     pub mount: bool,
+    /// `guard verify` warns on free space or inodes within this many percentage points of
+    /// kubelet's image-filesystem eviction threshold.
+    pub warn_margin: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,9 +105,12 @@ pub struct CanarySettings {
     pub timeout: Duration,
 }
 
-/// The longest `[canary] timeout`: a canary that takes longer proves nothing kubelet
-/// would wait for, and the runtime gate's unit must outlast it.
-pub const MAX_CANARY_TIMEOUT: Duration = Duration::from_secs(120);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletSettings {
+    /// kubelet's configuration file; `None`: the one its unit names (`--config`), else
+    /// `/var/lib/kubelet/config.yaml`.
+    pub config: Option<PathBuf>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsSettings {
@@ -135,6 +142,7 @@ impl Default for Settings {
                 min_free_inodes: 0,
                 wait: Duration::from_secs(90),
                 mount: false,
+                warn_margin: 5,
             },
             sandbox: SandboxSettings {
                 image: None,
@@ -157,6 +165,7 @@ impl Default for Settings {
                 enabled: true,
                 timeout: Duration::from_secs(10),
             },
+            kubelet: KubeletSettings { config: None },
             metrics: MetricsSettings {
                 textfile: Some(PathBuf::from(DEFAULT_TEXTFILE)),
             },
@@ -181,6 +190,7 @@ const KEYS: &[&str] = &[
     "volume.min_free_inodes",
     "volume.wait",
     "volume.mount",
+    "volume.warn_margin",
     "sandbox.image",
     "sandbox.archives",
     "sandbox.pull",
@@ -194,6 +204,7 @@ const KEYS: &[&str] = &[
     "orphans.reap",
     "canary.enabled",
     "canary.timeout",
+    "kubelet.config",
     "metrics.textfile",
 ];
 
@@ -265,6 +276,7 @@ fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
         "volume.min_free_inodes" => s.volume.min_free_inodes = count(&k, v)?,
         "volume.wait" => s.volume.wait = duration(&k, v)?,
         "volume.mount" => s.volume.mount = boolean(&k, v)?,
+        "volume.warn_margin" => s.volume.warn_margin = percentage_points(&k, v, 50)?,
         "sandbox.image" => {
             let image = string(&k, v)?;
             if image.trim().is_empty() || image.contains(char::is_whitespace) {
@@ -296,18 +308,8 @@ fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
         "hold.require_network" => s.hold.require_network = boolean(&k, v)?,
         "orphans.reap" => s.orphans.reap = boolean(&k, v)?,
         "canary.enabled" => s.canary.enabled = boolean(&k, v)?,
-        "canary.timeout" => {
-            let d = duration(&k, v)?;
-            if d.is_zero() || d > MAX_CANARY_TIMEOUT {
-                return Err((
-                    k,
-                    "must be more than 0s and at most 2m (the canary pod's run, stop and \
-                     remove together; default 10s)"
-                        .into(),
-                ));
-            }
-            s.canary.timeout = d;
-        }
+        "canary.timeout" => s.canary.timeout = canary_timeout(&k, v)?,
+        "kubelet.config" => s.kubelet.config = Some(abs_path(&k, v)?),
         "metrics.textfile" => s.metrics.textfile = optional_path(&k, v)?,
         _ => {
             return Err((
@@ -330,48 +332,53 @@ pub fn render(s: &Settings) -> Vec<(String, String)> {
         )
     };
     let unset = "(unset)".to_string();
-    let values = [
-        p(&s.state_dir),
-        p(&s.containerd.config),
-        s.containerd.socket.as_ref().map(p).unwrap_or(unset.clone()),
-        q(&format_duration(s.containerd.wait)),
-        list(&s.containerd.restart),
-        q(&format_duration(s.containerd.restart_timeout)),
-        s.volume
-            .device
-            .as_ref()
-            .map(|d| q(&d.to_string()))
-            .unwrap_or(unset.clone()),
-        list(&s.volume.fstypes),
-        list(&s.volume.allow),
-        q(&format_size(s.volume.min_free)),
-        s.volume.min_free_inodes.to_string(),
-        q(&format_duration(s.volume.wait)),
-        s.volume.mount.to_string(),
-        s.sandbox.image.as_ref().map(|i| q(i)).unwrap_or(unset),
-        list(
-            &s.sandbox
-                .archives
-                .iter()
-                .map(|a| a.display().to_string())
-                .collect::<Vec<_>>(),
-        ),
-        s.sandbox.pull.to_string(),
-        q(&format_duration(s.sandbox.pull_timeout)),
-        s.sandbox.pull_attempts.to_string(),
-        s.remediation.restart_budget.to_string(),
-        q(&format_duration(s.remediation.backoff)),
-        q(&format_duration(s.remediation.backoff_max)),
-        q(&format_duration(s.hold.timeout)),
-        s.hold.require_network.to_string(),
-        s.orphans.reap.to_string(),
-        s.canary.enabled.to_string(),
-        q(&format_duration(s.canary.timeout)),
-        q(&s.metrics
-            .textfile
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()),
-    ];
+    let values =
+        [
+            p(&s.state_dir),
+            p(&s.containerd.config),
+            s.containerd.socket.as_ref().map(p).unwrap_or(unset.clone()),
+            q(&format_duration(s.containerd.wait)),
+            list(&s.containerd.restart),
+            q(&format_duration(s.containerd.restart_timeout)),
+            s.volume
+                .device
+                .as_ref()
+                .map(|d| q(&d.to_string()))
+                .unwrap_or(unset.clone()),
+            list(&s.volume.fstypes),
+            list(&s.volume.allow),
+            q(&format_size(s.volume.min_free)),
+            s.volume.min_free_inodes.to_string(),
+            q(&format_duration(s.volume.wait)),
+            s.volume.mount.to_string(),
+            s.volume.warn_margin.to_string(),
+            s.sandbox.image.as_ref().map(|i| q(i)).unwrap_or(unset),
+            list(
+                &s.sandbox
+                    .archives
+                    .iter()
+                    .map(|a| a.display().to_string())
+                    .collect::<Vec<_>>(),
+            ),
+            s.sandbox.pull.to_string(),
+            q(&format_duration(s.sandbox.pull_timeout)),
+            s.sandbox.pull_attempts.to_string(),
+            s.remediation.restart_budget.to_string(),
+            q(&format_duration(s.remediation.backoff)),
+            q(&format_duration(s.remediation.backoff_max)),
+            q(&format_duration(s.hold.timeout)),
+            s.hold.require_network.to_string(),
+            s.orphans.reap.to_string(),
+            s.canary.enabled.to_string(),
+            q(&format_duration(s.canary.timeout)),
+            s.kubelet.config.as_ref().map(p).unwrap_or(
+                "(unset: its unit's --config, else /var/lib/kubelet/config.yaml)".into(),
+            ),
+            q(&s.metrics
+                .textfile
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()),
+        ];
     KEYS.iter().map(|k| k.to_string()).zip(values).collect()
 }

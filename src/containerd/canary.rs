@@ -32,7 +32,12 @@ fn within(conn: &Conn, within: Duration) -> Conn {
 }
 
 /// RunPodSandbox of this guard's canary; its sandbox id.
-pub async fn run(conn: &Conn, left: Duration, uid: &str) -> Result<String, RpcError> {
+pub async fn run(
+    conn: &Conn,
+    left: Duration,
+    uid: &str,
+    cgroup_parent: &str,
+) -> Result<String, RpcError> {
     let pid = std::process::id().to_string();
     let name = format!("canary-{pid}");
     let labels = [(LABEL, pid.as_str())];
@@ -41,6 +46,7 @@ pub async fn run(conn: &Conn, left: Duration, uid: &str) -> Result<String, RpcEr
         uid,
         namespace: NAMESPACE,
         labels: &labels,
+        cgroup_parent,
         ..Default::default()
     }
     .config();

@@ -21,6 +21,7 @@ pub const DEFAULT_SNAPSHOTTER: &str = "overlayfs";
 
 const CRI_V2: &str = "io.containerd.grpc.v1.cri";
 const CRI_IMAGES_V3: &str = "io.containerd.cri.v1.images";
+const CRI_RUNTIME_V3: &str = "io.containerd.cri.v1.runtime";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerdConfig {
@@ -34,6 +35,9 @@ pub struct ContainerdConfig {
     /// Which key named the sandbox image, for evidence lines.
     pub sandbox_image_key: &'static str,
     pub snapshotter: String,
+    /// CRI's default runtime uses the systemd cgroup driver (`SystemdCgroup = true`): pod
+    /// cgroup parents are then slices.
+    pub systemd_cgroup: bool,
 }
 
 impl ContainerdConfig {
@@ -47,6 +51,7 @@ impl ContainerdConfig {
             sandbox_image: DEFAULT_SANDBOX_V2.into(),
             sandbox_image_key: "(containerd default)",
             snapshotter: DEFAULT_SNAPSHOTTER.into(),
+            systemd_cgroup: false,
         }
     }
 }
@@ -198,7 +203,32 @@ fn from_table(table: &toml::Table) -> Result<ContainerdConfig, String> {
     if let Some(snapshotter) = get_str(table, snap_path)? {
         c.snapshotter = snapshotter.to_string();
     }
+    c.systemd_cgroup = systemd_cgroup(table, version)?;
     Ok(c)
+}
+
+/// `SystemdCgroup` of the default runtime's options (runc's: `default_runtime_name`).
+fn systemd_cgroup(table: &toml::Table, version: i64) -> Result<bool, String> {
+    let containerd: &[&str] = match version {
+        1 => &["plugins", "cri", "containerd"],
+        2 => &["plugins", CRI_V2, "containerd"],
+        _ => &["plugins", CRI_RUNTIME_V3, "containerd"],
+    };
+    let name_path = [containerd, &["default_runtime_name"]].concat();
+    let name = get_str(table, &name_path)?.unwrap_or("runc");
+    let path = [containerd, &["runtimes", name, "options", "SystemdCgroup"]].concat();
+    let mut current = table;
+    for part in &path[..path.len() - 1] {
+        match current.get(*part).and_then(Value::as_table) {
+            Some(t) => current = t,
+            None => return Ok(false),
+        }
+    }
+    match current.get("SystemdCgroup") {
+        None => Ok(false),
+        Some(Value::Boolean(b)) => Ok(*b),
+        Some(_) => Err(format!("key `{}` must be true or false", path.join("."))),
+    }
 }
 
 fn get_str<'a>(table: &'a toml::Table, path: &[&str]) -> Result<Option<&'a str>, String> {
@@ -270,6 +300,20 @@ mod tests {
         assert_eq!(c.address, Path::new("/run/k8s/containerd.sock"));
         assert_eq!(c.sandbox_image, "registry.k8s.io/pause:3.10");
         assert_eq!(c.snapshotter, "native");
+    }
+
+    #[test]
+    fn the_default_runtimes_cgroup_driver() {
+        assert!(!parse("version = 2\n").unwrap().systemd_cgroup);
+        let v2 = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\nSystemdCgroup = true\n";
+        assert!(parse(v2).unwrap().systemd_cgroup);
+        // another default runtime: its options count, not runc's
+        let other = format!("{v2}[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"crun\"\n");
+        assert!(!parse(&other).unwrap().systemd_cgroup);
+        let v3 = "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\nSystemdCgroup = true\n";
+        assert!(parse(v3).unwrap().systemd_cgroup);
+        let bad = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\nSystemdCgroup = \"yes\"\n";
+        assert!(parse(bad).unwrap_err().contains("SystemdCgroup"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod blockdev;
 pub mod cgroup;
 pub mod fstab;
+pub mod kubelet;
 pub mod mountinfo;
 pub mod pod_scan;
 pub mod proc;

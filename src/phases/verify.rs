@@ -13,6 +13,7 @@ use crate::report::Report;
 const VERIFY_LOOK: facts::Look = facts::Look {
     under: true,
     for_containerd: false,
+    kubelet: true,
 };
 
 /// Phase 1's look (mostly `/proc/self/mountinfo`, which grows by about 3 mounts a pod)

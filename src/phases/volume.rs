@@ -107,6 +107,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
         let look = facts::Look {
             under,
             for_containerd: true,
+            kubelet: false,
         };
         tracing::debug_span!("volume facts")
             .in_scope(|| facts::gather(&ctx.host, settings, &cd.root, &socket, look))

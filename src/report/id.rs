@@ -38,6 +38,7 @@ ids! {
     VolumeFreeInodes => "volume.free-inodes",
     VolumeHiddenData => "volume.hidden-data",
     VolumeContainerdNotStarted => "volume.containerd-not-started",
+    VolumeEviction => "volume.eviction",
     RuntimeAnswers => "runtime.answers",
     RuntimeVersion => "runtime.version",
     RuntimePlugins => "runtime.plugins",

@@ -497,6 +497,25 @@ recover() {
   block recover.verify /usr/bin/guard verify
 }
 
+# restore: the boot restored the sandbox image; now it is removed while the node runs (as
+# kubelet's image GC or `crictl rmi` removes it) and the hygiene timer, shortened by the
+# generator's drop-in, brings it back on its own: nothing here starts the service.
+restore() {
+  local restorer
+  image_there() { timeout 10 ctr -n k8s.io images ls -q 2>/dev/null | grep -qx "$pause"; }
+  block restore.rm ctr -n k8s.io images rm "$pause"
+  echo "restore.removed_at=$(now)"
+  block restore.verify_gone /usr/bin/guard verify
+  until_ok 150 image_there; echo "restore.back.rc=$?"
+  echo "restore.back_at=$(now)"
+  restorer=$(journalctl -b -o cat _SYSTEMD_UNIT=containerd-guard-hygiene.service SYSLOG_IDENTIFIER=containerd-guard \
+    GUARD_FINDING=remedy.restore-image 2>/dev/null | tail -n 1)
+  echo "restore.by_hygiene=$restorer"
+  block restore.labels ctr -n k8s.io images ls "name==$pause"
+  block restore.pod /usr/lib/vm-tests/run-pod-sandbox "$sock"
+  block restore.status /usr/bin/guard status
+}
+
 case $phase in
   standin)
     standin ;;
@@ -510,6 +529,7 @@ case $phase in
         package-after) package_after ;;
         ops) ops ;;
         recover) recover ;;
+        restore) restore ;;
         *) echo "error=no incident for scenario '$scenario'" ;;
       esac
       echo "scenario.done=$(now)"

@@ -43,11 +43,17 @@ pub enum CanaryOutcome {
     NotCreated { error: String, timed_out: bool },
 }
 
-pub async fn gather(conn: &Conn, host: &Host, timeout: Duration) -> CanaryFacts {
+/// `cgroup_parent`: as kubelet's cgroup driver names one (a slice under systemd's).
+pub async fn gather(
+    conn: &Conn,
+    host: &Host,
+    timeout: Duration,
+    cgroup_parent: &str,
+) -> CanaryFacts {
     let mut cleanup = sweep(conn, host).await;
     let started = Instant::now();
     let left = || timeout.saturating_sub(started.elapsed());
-    let outcome = match canary::run(conn, timeout, &uid()).await {
+    let outcome = match canary::run(conn, timeout, &uid(), cgroup_parent).await {
         Ok(id) => match canary::remove(conn, left(), &id).await {
             Ok(()) => CanaryOutcome::Created { id },
             Err(e) => CanaryOutcome::NotRemoved {

@@ -69,6 +69,8 @@ pub struct VolumeFacts {
     pub write_probe: Option<Result<(), String>>,
     pub hidden: Option<Result<HiddenData, String>>,
     pub containerd: ContainerdSeen,
+    /// kubelet's eviction settings, read for `guard verify`'s early warning on space.
+    pub kubelet: Option<crate::checks::eviction::facts::EvictionFacts>,
 }
 
 impl VolumeFacts {
@@ -89,6 +91,8 @@ pub struct Look {
     /// Look for a containerd already running for this root ([`seen`]: every process's
     /// name). `guard verify` does not: containerd runs then, and that check is skipped.
     pub for_containerd: bool,
+    /// Read kubelet's eviction thresholds (`guard verify`: space near them warns).
+    pub kubelet: bool,
 }
 
 /// `root` is containerd's root as its config names it, inside the OS being checked.
@@ -134,6 +138,8 @@ pub fn gather(
             true => seen(host, root, socket),
             false => ContainerdSeen::not_looked(socket),
         },
+        kubelet: (look.kubelet && mounted)
+            .then(|| crate::checks::eviction::facts::gather(host, settings)),
         mounts,
     }
 }

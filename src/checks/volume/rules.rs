@@ -9,6 +9,7 @@ use crate::host::mountinfo::{DevNum, MountEntry, MountTable};
 use crate::report::{Finding, Id};
 
 mod identity;
+mod margin;
 use identity::*;
 
 /// Where the checks run: before containerd (a live containerd is a fault) or by hand on a
@@ -52,7 +53,8 @@ pub fn evaluate(settings: &VolumeSettings, facts: &VolumeFacts, phase: Phase) ->
     let space = space(settings, facts, m).into_iter();
     match phase {
         Phase::LaterStart => out.extend(space.map(|f| f.only_warns(LATER_START))),
-        _ => out.extend(space),
+        Phase::Verify => out.extend(space.map(|f| near_eviction(settings, facts, m, f))),
+        Phase::BeforeContainerd => out.extend(space),
     }
     out.extend(hidden(facts, &path));
     out.push(containerd_finding(facts, phase));
@@ -229,6 +231,34 @@ fn space(settings: &VolumeSettings, facts: &VolumeFacts, m: &MountEntry) -> Vec<
             vec![Finding::fail(Id::VolumeFreeSpace, "cannot read free space").evidence(e.clone())]
         }
         None => Vec::new(),
+    }
+}
+
+/// A passing space finding, as a warning when the volume is within `[volume] warn_margin`
+/// of kubelet's image-filesystem eviction threshold (`guard verify`).
+fn near_eviction(
+    settings: &VolumeSettings,
+    facts: &VolumeFacts,
+    m: &MountEntry,
+    f: Finding,
+) -> Finding {
+    let (Some(Ok(s)), Some(Ok(Some(e)))) = (&facts.stats, &facts.kubelet) else {
+        return f;
+    };
+    let near = margin::near_eviction(s, e, settings.warn_margin);
+    match near.into_iter().find(|(id, _)| *id == f.id) {
+        Some((id, line)) if f.status == crate::report::Status::Pass => Finding::warn(
+            id,
+            "the volume is close to kubelet's eviction threshold for images",
+        )
+        .evidence(line)
+        .evidence(f.summary)
+        .remedy(format!(
+            "free space on {} (unused images), or grow it: at the threshold kubelet reports \
+             DiskPressure and evicts pods",
+            m.source
+        )),
+        _ => f,
     }
 }
 

@@ -160,3 +160,33 @@ pub(super) fn boolean(key: &str, v: &Value) -> Result<bool, Problem> {
     v.as_bool()
         .ok_or_else(|| wrong_type(key, v, "true or false"))
 }
+
+/// The longest `[canary] timeout`: a canary that takes longer proves nothing kubelet
+/// would wait for, and the runtime gate's unit must outlast it.
+pub const MAX_CANARY_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub(super) fn canary_timeout(key: &str, v: &Value) -> Result<Duration, Problem> {
+    let d = duration(key, v)?;
+    if d.is_zero() || d > MAX_CANARY_TIMEOUT {
+        return Err((
+            key.to_string(),
+            "must be more than 0s and at most 2m (the canary pod's run, stop and remove \
+             together; default 10s)"
+                .into(),
+        ));
+    }
+    Ok(d)
+}
+
+/// A whole number of percentage points from 0 to `max`.
+pub(super) fn percentage_points(key: &str, v: &Value, max: u8) -> Result<u8, Problem> {
+    match count(key, v)? {
+        n if n <= u64::from(max) => Ok(n as u8),
+        n => Err((
+            key.to_string(),
+            format!(
+                "{n} is more than {max}; expected percentage points from 0 to {max} (default 5)"
+            ),
+        )),
+    }
+}

@@ -1,6 +1,8 @@
 //! Phase 2's "decide" step, pure: every runtime family's rules over one observation, and
 //! the remedy the findings call for. The order of `judge` is the order of the report.
 
+use crate::checks::eviction::facts::EvictionFacts;
+use crate::checks::eviction::rules as eviction;
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::kill_mode::rules as kill_mode;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
@@ -26,6 +28,8 @@ pub struct Observation {
     pub leaked_tasks: Option<LeakedTaskFacts>,
     pub orphans: Option<OrphanFacts>,
     pub kill_mode: KillModeFacts,
+    /// `None` where the run does not cover the family.
+    pub eviction: Option<EvictionFacts>,
 }
 
 /// The families a run covers (each command's list is its `Mode` constant). Whether
@@ -42,6 +46,7 @@ impl Scope {
         Family::LeakedTasks,
         Family::Orphans,
         Family::KillMode,
+        Family::Eviction,
     ]);
 
     /// Every check, and the canary pod last (`guard runtime`, `guard verify --deep`).
@@ -52,6 +57,7 @@ impl Scope {
         Family::LeakedTasks,
         Family::Orphans,
         Family::KillMode,
+        Family::Eviction,
         Family::Canary,
     ]);
 
@@ -150,6 +156,7 @@ pub fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Fin
         orphan_finding,
         kill_mode_finding,
     ]);
+    findings.extend(obs.eviction.as_ref().map(eviction::evaluate));
     let restart = match (silent, is_stale) {
         (true, _) => Some(RestartReason::NotAnswering),
         (false, true) => Some(RestartReason::Stale),

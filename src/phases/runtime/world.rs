@@ -4,6 +4,7 @@
 
 use super::decide::{Observation, Scope};
 use crate::checks::canary::facts::{self as canary, CanaryFacts};
+use crate::checks::eviction::facts as eviction;
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::{self as leaked_rules, Leak};
@@ -221,6 +222,9 @@ impl World for Node<'_> {
             }
             false => KillModeFacts::NotSystemd,
         };
+        let eviction = scope
+            .looks_at(Family::Eviction)
+            .then(|| eviction::gather(self.host, self.settings));
         self.conn = None;
         let connected = client::connect_answering(&socket, wait, self.call_timeout)
             .instrument(tracing::debug_span!("connect"))
@@ -241,6 +245,7 @@ impl World for Node<'_> {
                     leaked_tasks: None,
                     orphans: None,
                     kill_mode,
+                    eviction,
                 };
             }
         };
@@ -288,6 +293,7 @@ impl World for Node<'_> {
             leaked_tasks,
             orphans,
             kill_mode,
+            eviction,
         }
     }
 
@@ -357,7 +363,8 @@ impl World for Node<'_> {
     }
 
     async fn canary(&mut self) -> Option<CanaryFacts> {
-        let gather = canary::gather(self.conn().ok()?, self.host, self.settings.canary.timeout);
+        let (conn, parent) = (self.conn().ok()?, self.target.cgroup_parent);
+        let gather = canary::gather(conn, self.host, self.settings.canary.timeout, parent);
         Some(tracing::Instrument::instrument(gather, tracing::debug_span!("canary")).await)
     }
 

@@ -69,6 +69,7 @@ fn healthy() -> Observation {
         leaked_tasks: None,
         orphans: None,
         kill_mode: KillModeFacts::NotSystemd,
+        eviction: None,
         sandbox_image: Some(ImageFacts {
             reference: "registry.k8s.io/pause:3.6".into(),
             name: "registry.k8s.io/pause:3.6".into(),
@@ -273,6 +274,7 @@ fn silent(socket: &str, error: &str, path_fault: Option<PathFault>) -> Observati
         leaked_tasks: None,
         orphans: None,
         kill_mode: KillModeFacts::NotSystemd,
+        eviction: None,
     }
 }
 

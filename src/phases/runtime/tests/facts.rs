@@ -98,6 +98,7 @@ pub(super) fn observation(looks: Looks) -> Observation {
             leaked_tasks: None,
             orphans: None,
             kill_mode: KillModeFacts::NotSystemd,
+            eviction: None,
         };
     }
     let ready = |kind: &str| Condition {
@@ -121,6 +122,7 @@ pub(super) fn observation(looks: Looks) -> Observation {
         leaked_tasks: None,
         orphans: None,
         kill_mode: KillModeFacts::NotSystemd,
+        eviction: None,
     }
 }
 

@@ -14,6 +14,10 @@ pub struct Target {
     /// containerd's state directory (its task bundles).
     pub state: PathBuf,
     pub image: Wanted,
+    /// A pod's cgroup parent as kubelet's driver names one: a slice under the systemd
+    /// driver (`system.slice`: always there, nothing left when the canary goes), none
+    /// under cgroupfs (containerd's default).
+    pub cgroup_parent: &'static str,
 }
 
 impl Target {
@@ -30,6 +34,11 @@ impl Target {
                 reference,
                 source,
                 snapshotter: cd.snapshotter.clone(),
+            },
+            cgroup_parent: if cd.systemd_cgroup {
+                "system.slice"
+            } else {
+                ""
             },
         }
     }

@@ -46,6 +46,7 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
             total_inodes: 200_000,
         })),
         write_probe: Some(Ok(())),
+        kubelet: None,
         hidden: Some(Ok(HiddenData {
             entries: 0,
             bytes: 0,
@@ -194,4 +195,34 @@ fn each_single_fault_fails_exactly_its_check() {
             );
         }
     }
+}
+
+#[test]
+fn verify_warns_on_space_near_kubelets_image_threshold_and_only_there() {
+    use crate::host::kubelet::parse;
+    use crate::report::Status;
+    let (settings, mut facts) = tkgs();
+    // 10 of 20 GiB free (50%), inodes 50%: far from the defaults (15%, 5%)
+    facts.kubelet = Some(Ok(Some(parse("kind: KubeletConfiguration\n").unwrap())));
+    let status = |f: &[Finding], id: &str| f.iter().find(|f| f.id == id).unwrap().status;
+    let far = evaluate(&settings, &facts, Phase::Verify);
+    assert_eq!(status(&far, "volume.free-space"), Status::Pass);
+    // kubelet evicts at 48%: within the default 5 points
+    let near = "evictionHard:\n  imagefs.available: \"48%\"\n  imagefs.inodesFree: 5%\n";
+    facts.kubelet = Some(Ok(Some(parse(near).unwrap())));
+    let f = evaluate(&settings, &facts, Phase::Verify);
+    assert_eq!(status(&f, "volume.free-space"), Status::Warn, "{f:?}");
+    assert_eq!(status(&f, "volume.free-inodes"), Status::Pass);
+    let warned = f.iter().find(|f| f.id == "volume.free-space").unwrap();
+    assert!(
+        warned.evidence[0].contains("imagefs.available<48% (evictionHard"),
+        "{warned:?}"
+    );
+    // phase 1 before containerd never reads it, and a fail stays a fail
+    let before = evaluate(&settings, &facts, Phase::BeforeContainerd);
+    assert_eq!(status(&before, "volume.free-space"), Status::Pass);
+    let mut full = settings.clone();
+    full.min_free = 15 << 30;
+    let f = evaluate(&full, &facts, Phase::Verify);
+    assert_eq!(status(&f, "volume.free-space"), Status::Fail);
 }

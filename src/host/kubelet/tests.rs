@@ -1,0 +1,167 @@
+use super::*;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kubelet");
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(Path::new(FIXTURES).join(name)).unwrap()
+}
+
+/// A node's tree: kubelet's packaged unit, and `files` (OS path, fixture name or text).
+fn node(files: &[(&str, &str)]) -> (tempfile::TempDir, Host) {
+    let tree = tempfile::tempdir().unwrap();
+    let mut all = vec![(
+        "/lib/systemd/system/kubelet.service",
+        fixture("kubelet.service"),
+    )];
+    for (path, what) in files {
+        let text = match what.ends_with(".yaml") || what.ends_with(".conf") {
+            true => fixture(what),
+            false => what.to_string(),
+        };
+        all.push((path, text));
+    }
+    for (path, text) in all {
+        let at = tree.path().join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, text).unwrap();
+    }
+    let host = Host::at(tree.path());
+    (tree, host)
+}
+
+const KUBEADM_DROPIN: &str = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf";
+
+#[test]
+fn kubeadm_defaults_leave_kubelets_own_thresholds() {
+    let (_t, host) = node(&[
+        (KUBEADM_DROPIN, "10-kubeadm.conf"),
+        ("/var/lib/kubelet/config.yaml", "kubeadm-defaults.yaml"),
+    ]);
+    let e = read(&host, None).unwrap().expect("a config");
+    assert_eq!(e.file.as_deref(), Some(Path::new(DEFAULT_CONFIG)));
+    assert_eq!(e.hard, None);
+    assert_eq!(
+        e.hard_threshold("imagefs.available"),
+        Some(("15%".into(), "kubelet's default"))
+    );
+}
+
+#[test]
+fn a_partial_eviction_hard_drops_the_image_filesystem_defaults() {
+    let (_t, host) = node(&[
+        (KUBEADM_DROPIN, "10-kubeadm.conf"),
+        ("/var/lib/kubelet/config.yaml", "partial-eviction-hard.yaml"),
+    ]);
+    let e = read(&host, None).unwrap().unwrap();
+    assert_eq!(e.hard.as_ref().map(|h| h.len()), Some(3));
+    assert_eq!(e.hard_threshold("imagefs.available"), None);
+    assert_eq!(e.hard_threshold("imagefs.inodesFree"), None);
+    assert_eq!(
+        e.soft_threshold("memory.available").as_deref(),
+        Some("500Mi")
+    );
+    assert_eq!(e.set_by, [DEFAULT_CONFIG]);
+}
+
+#[test]
+fn merged_defaults_and_explicit_imagefs_thresholds() {
+    let e = parse(&fixture("merge-defaults.yaml")).unwrap();
+    assert_eq!(
+        e.hard_threshold("imagefs.inodesFree"),
+        Some(("5%".into(), "kubelet's default (merged)"))
+    );
+    let e = parse(&fixture("eviction-with-imagefs.yaml")).unwrap();
+    assert_eq!(
+        e.hard_threshold("imagefs.available"),
+        Some(("10%".into(), "evictionHard"))
+    );
+}
+
+#[test]
+fn flags_only_kubelet_has_its_thresholds_on_the_command_line() {
+    let (_t, host) = node(&[(
+        "/etc/systemd/system/kubelet.service.d/20-flags.conf",
+        "flags-only.conf",
+    )]);
+    let e = read(&host, None)
+        .unwrap()
+        .expect("flags count without a file");
+    assert_eq!(e.file, None);
+    let hard = e.hard.as_ref().unwrap();
+    assert_eq!(
+        hard.get("memory.available").map(String::as_str),
+        Some("100Mi")
+    );
+    assert_eq!(e.hard_threshold("imagefs.available"), None);
+    assert!(
+        e.set_by[0].starts_with("--eviction-hard in kubelet.service"),
+        "{:?}",
+        e.set_by
+    );
+}
+
+#[test]
+fn the_config_path_comes_from_the_guard_then_the_unit_then_the_default() {
+    let (_t, host) = node(&[
+        (
+            "/etc/systemd/system/kubelet.service.d/10-c.conf",
+            "[Service]\nEnvironment=\"KUBELET_CONFIG_ARGS=--config /etc/kubelet/custom.yaml\"\n",
+        ),
+        ("/etc/kubelet/custom.yaml", "partial-eviction-hard.yaml"),
+        ("/var/lib/kubelet/config.yaml", "kubeadm-defaults.yaml"),
+        ("/etc/guard/kubelet.yaml", "eviction-with-imagefs.yaml"),
+    ]);
+    let from_unit = read(&host, None).unwrap().unwrap();
+    assert_eq!(
+        from_unit.file.as_deref(),
+        Some(Path::new("/etc/kubelet/custom.yaml"))
+    );
+    let configured = read(&host, Some(Path::new("/etc/guard/kubelet.yaml")))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        configured.file.as_deref(),
+        Some(Path::new("/etc/guard/kubelet.yaml"))
+    );
+}
+
+#[test]
+fn no_configuration_yet_is_none_and_a_broken_one_names_the_file() {
+    let (_t, host) = node(&[(KUBEADM_DROPIN, "10-kubeadm.conf")]);
+    assert_eq!(read(&host, None), Ok(None));
+    let (_t, host) = node(&[("/var/lib/kubelet/config.yaml", "evictionHard: [unclosed\n")]);
+    let e = read(&host, None).unwrap_err();
+    assert!(e.starts_with("/var/lib/kubelet/config.yaml: "), "{e}");
+}
+
+#[test]
+fn hostile_yaml_is_refused_or_skipped_without_expanding_anything() {
+    // an alias where a threshold belongs is refused, not followed
+    let e = parse("x: &a \"15%\"\nevictionHard:\n  imagefs.available: *a\n").unwrap_err();
+    assert!(e.contains("not a plain value"), "{e}");
+    // a billion laughs under a key the guard does not read is walked, never expanded
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..30 {
+        let prev = format!("*a{}", i - 1);
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [{}]\n",
+            [prev.as_str(); 10].join(", ")
+        ));
+    }
+    bomb.push_str("evictionHard:\n  imagefs.available: \"15%\"\n");
+    let e = parse(&bomb).unwrap();
+    assert_eq!(e.hard_threshold("imagefs.available").unwrap().0, "15%");
+    for bad in [
+        "- a list\n",
+        "\"just text\"\n",
+        "evictionHard: [1, 2]\n",
+        "evictionHard:\n  ? [a]\n  : b\n",
+    ] {
+        assert!(parse(bad).is_err(), "{bad:?}");
+    }
+    assert_eq!(parse("").unwrap(), Eviction::default());
+    assert_eq!(
+        parse("evictionHard:\n").unwrap().hard,
+        Some(BTreeMap::new())
+    );
+}
