@@ -511,6 +511,8 @@ restore() {
   restorer=$(journalctl -b -o cat _SYSTEMD_UNIT=containerd-guard-hygiene.service SYSLOG_IDENTIFIER=containerd-guard \
     GUARD_FINDING=remedy.restore-image 2>/dev/null | tail -n 1)
   echo "restore.by_hygiene=$restorer"
+  block restore.timer systemctl list-timers --all --no-pager containerd-guard-hygiene.timer
+  block restore.hygiene journalctl -b -o short-monotonic --no-pager -u containerd-guard-hygiene.service
   block restore.labels ctr -n k8s.io images ls "name==$pause"
   block restore.pod /usr/lib/vm-tests/run-pod-sandbox "$sock"
   block restore.status /usr/bin/guard status
