@@ -236,11 +236,34 @@ pub fn http(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    (
-        status,
-        headers,
-        resp.get(split + 4..).unwrap_or_default().to_vec(),
-    )
+    let body = resp.get(split + 4..).unwrap_or_default();
+    let chunked = headers
+        .lines()
+        .any(|l| l.to_ascii_lowercase().replace(' ', "") == "transfer-encoding:chunked");
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_vec()
+    };
+    (status, headers, body)
+}
+
+/// An HTTP/1.1 chunked body as its bytes (node_exporter sends one past 2 KiB so: a chunk
+/// size line can fall in the middle of a metric's line).
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size_text = String::from_utf8_lossy(&raw[..eol]);
+        let size_hex = size_text.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_hex, 16).expect("a chunk size line");
+        raw = &raw[eol + 2..];
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&raw[..size.min(raw.len())]);
+        raw = raw.get(size + 2..).unwrap_or_default();
+    }
+    out
 }
 
 impl Registry {
@@ -584,4 +607,15 @@ pub fn archive_verifies(path: &Path, name: &str) -> Result<(), String> {
     let files = archive::read_tar(path)?;
     let arch = containerd_guard::containerd::oci::oci_arch(std::env::consts::ARCH);
     archive::verify(&files, name, "linux", arch).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_chunked_body_is_joined() {
+        assert_eq!(
+            super::dechunk(b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"),
+            b"abcde"
+        );
+    }
 }
