@@ -8,7 +8,6 @@ use testkit as support;
 
 use containerd_guard::containerd::canary::NAMESPACE;
 use std::path::Path;
-use std::time::Duration;
 use support::cri::{sandboxes_in, start_canary_like_pod};
 use support::node::*;
 use support::runtime::*;
@@ -153,7 +152,7 @@ fn c02_a_full_volume_fails_the_canary_alone_with_the_default_config() {
     let n = node("c2");
     let cfg = config(&n, "");
     let filler = n.t.volume_path().join("filler");
-    fill_with_small_writes(&filler);
+    support::mounts::fill(&filler);
     // Only the canary sees it with the default config: an unnamed temporary file needs an
     // inode and no block (volume.writable), and min_free is 0 (volume.free-space).
     let out = deep(&cfg);
@@ -172,22 +171,6 @@ fn c02_a_full_volume_fails_the_canary_alone_with_the_default_config() {
     assert_eq!(listed, Ok(vec![]), "nothing of the failed canary is left");
 }
 
-/// Fills the filesystem of `path` to the last block, as root, 4 KiB at a time.
-fn fill_with_small_writes(path: &Path) {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path).unwrap();
-    let block = [0u8; 4096];
-    loop {
-        match f.write(&block) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => break,
-            Err(e) => panic!("fill {}: {e}", path.display()),
-        }
-    }
-    let _ = f.sync_all();
-}
-
 #[test]
 fn c03_a_volume_read_only_after_a_filesystem_error_fails_the_canary() {
     if !require_root(TOOLS) {
@@ -202,16 +185,7 @@ fn c03_a_volume_read_only_after_a_filesystem_error_fails_the_canary() {
         .status()
         .unwrap();
     assert!(remount.success(), "remount errors=remount-ro");
-    let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", n.vol.device.name);
-    std::fs::write(&trigger, "1").expect("trip the filesystem error");
-    let path = volume.display().to_string();
-    poll_until("emergency_ro in mountinfo", Duration::from_secs(5), || {
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .any(|l| l.contains(&path) && l.contains("emergency_ro"))
-            .then_some(())
-    });
+    support::mounts::trip_ext4_error(&n.vol.device, &volume);
     let out = deep(&cfg);
     out.expect(1, "runtime.can-create", "fail")
         .expect(1, "volume.writable", "fail")

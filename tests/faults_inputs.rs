@@ -570,7 +570,7 @@ fn state_dir_on_a_full_tmpfs_refuses_the_restart_and_keeps_the_old_file_whole() 
     // A valid file of this boot, then the filesystem filled to the last byte.
     let valid = state_json(&boot_id(), 0, false);
     std::fs::write(dir.join("runtime.json"), &valid).unwrap();
-    fill(&dir.join("filler"));
+    support::mounts::fill(&dir.join("filler"));
     let before = n.content();
     let pid = n.ctrd.pid();
     let out = runtime(&cfg);
@@ -583,22 +583,6 @@ fn state_dir_on_a_full_tmpfs_refuses_the_restart_and_keeps_the_old_file_whole() 
     no_partial_files(&dir);
     before.assert_nothing_lost(&n.content());
     drop(mount);
-}
-
-/// Writes zeros to `path` until the filesystem is full.
-fn fill(path: &Path) {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path).unwrap();
-    let block = [0u8; 4096];
-    loop {
-        match f.write(&block) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => break,
-            Err(e) => panic!("fill {}: {e}", path.display()),
-        }
-    }
-    let _ = f.sync_all();
 }
 
 #[test]

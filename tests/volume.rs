@@ -430,22 +430,9 @@ fn ext4_errors_remount_ro_trip_fails() {
         &t.volume_path(),
         "errors=remount-ro",
     );
-    let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", v.device.name);
-    assert!(
-        Path::new(&trigger).exists(),
-        "this test needs {trigger} (ext4 sysfs error trigger)"
-    );
     let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\n{SHORT_WAIT}"), "");
     check(&cfg, 0, "volume.writable", "pass", &[]);
-    std::fs::write(&trigger, "1").expect("trip the filesystem error");
-    let path = t.volume_path().display().to_string();
-    poll_until("emergency_ro in mountinfo", Duration::from_secs(5), || {
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .any(|l| l.contains(&path) && l.contains("emergency_ro"))
-            .then_some(())
-    });
+    support::mounts::trip_ext4_error(&v.device, &t.volume_path());
     check(
         &cfg,
         1,

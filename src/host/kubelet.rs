@@ -62,6 +62,13 @@ impl Eviction {
     pub fn soft_threshold(&self, signal: &str) -> Option<String> {
         self.soft.as_ref()?.get(signal).cloned()
     }
+
+    /// The threshold that covers `signal`: the hard one, else the soft one, with where it
+    /// is set.
+    pub fn threshold(&self, signal: &str) -> Option<(String, &'static str)> {
+        self.hard_threshold(signal)
+            .or_else(|| self.soft_threshold(signal).map(|v| (v, "evictionSoft")))
+    }
 }
 
 fn default_of(signal: &str) -> Option<&'static str> {

@@ -72,16 +72,20 @@ pub async fn start_host_network_pod(
     uid: &str,
     namespace: &str,
 ) -> Result<String, String> {
-    let mut c = RuntimeServiceClient::new(channel(socket).await?);
-    let config = HostNetworkPod {
+    let pod = HostNetworkPod {
         name,
         uid,
         namespace,
         ..Default::default()
-    }
-    .config();
+    };
+    run_pod(socket, pod).await
+}
+
+/// RunPodSandbox of `pod`; its ID or CRI's error text.
+async fn run_pod(socket: &Path, pod: HostNetworkPod<'_>) -> Result<String, String> {
+    let mut c = RuntimeServiceClient::new(channel(socket).await?);
     let req = RunPodSandboxRequest {
-        config: Some(config),
+        config: Some(pod.config()),
         runtime_handler: String::new(),
     };
     Ok(c.run_pod_sandbox(request(req, None, CALL_TIMEOUT))
@@ -95,30 +99,20 @@ pub async fn start_host_network_pod(
 /// `pid`: what a guard killed mid-canary leaves behind.
 pub async fn start_canary_like_pod(socket: &Path, pid: u32) -> Result<String, String> {
     use containerd_guard::containerd::canary::{LABEL, NAMESPACE};
-    let mut c = RuntimeServiceClient::new(channel(socket).await?);
     let (name, uid, pid) = (
         format!("canary-{pid}"),
         crate::random_uuid(),
         pid.to_string(),
     );
     let labels = [(LABEL, pid.as_str())];
-    let config = HostNetworkPod {
+    let pod = HostNetworkPod {
         name: &name,
         uid: &uid,
         namespace: NAMESPACE,
         labels: &labels,
         ..Default::default()
-    }
-    .config();
-    let req = RunPodSandboxRequest {
-        config: Some(config),
-        runtime_handler: String::new(),
     };
-    Ok(c.run_pod_sandbox(request(req, None, CALL_TIMEOUT))
-        .await
-        .map_err(|s| status_text(&s))?
-        .into_inner()
-        .pod_sandbox_id)
+    run_pod(socket, pod).await
 }
 
 /// The ids of the sandboxes CRI lists in pod namespace `namespace`, any state.

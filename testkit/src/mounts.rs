@@ -327,3 +327,43 @@ impl LoopVolume {
         &self.mount.as_ref().expect("volume is mounted").target
     }
 }
+
+/// Writes zeros to `path` 4 KiB at a time until its filesystem is full (as root: down to
+/// the last block, the reserved ones included).
+pub fn fill(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let block = [0u8; 4096];
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => break,
+            Err(e) => panic!("fill {}: {e}", path.display()),
+        }
+    }
+    let _ = f.sync_all();
+}
+
+/// Trips a filesystem error on the ext4 of loop device `device` (mounted at `at` with
+/// `errors=remount-ro`) and waits until mountinfo shows it read-only (`emergency_ro`).
+pub fn trip_ext4_error(device: &LoopDevice, at: &Path) {
+    let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", device.name);
+    assert!(
+        Path::new(&trigger).exists(),
+        "this test needs {trigger} (ext4 sysfs error trigger)"
+    );
+    std::fs::write(&trigger, "1").expect("trip the filesystem error");
+    let path = at.display().to_string();
+    crate::poll::poll_until(
+        "emergency_ro in mountinfo",
+        std::time::Duration::from_secs(5),
+        || {
+            std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .lines()
+                .any(|l| l.contains(&path) && l.contains("emergency_ro"))
+                .then_some(())
+        },
+    );
+}

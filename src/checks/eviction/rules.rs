@@ -70,11 +70,8 @@ pub fn evaluate(f: &EvictionFacts) -> Finding {
 
 /// `signal<threshold (where)` when a hard or soft threshold covers `signal`.
 fn covered(e: &Eviction, signal: &str) -> Option<String> {
-    if let Some((v, from)) = e.hard_threshold(signal) {
-        return Some(format!("{signal}<{v} ({from})"));
-    }
-    e.soft_threshold(signal)
-        .map(|v| format!("{signal}<{v} (evictionSoft)"))
+    e.threshold(signal)
+        .map(|(v, from)| format!("{signal}<{v} ({from})"))
 }
 
 fn source(e: &Eviction) -> String {

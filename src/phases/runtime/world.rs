@@ -4,7 +4,7 @@
 
 use super::decide::{Observation, Scope};
 use crate::checks::canary::facts::{self as canary, CanaryFacts};
-use crate::checks::eviction::facts as eviction;
+use crate::checks::eviction::facts::{self as eviction, EvictionFacts};
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::{self as leaked_rules, Leak};
@@ -216,15 +216,7 @@ impl World for Node<'_> {
         let display = self.target.socket.display().to_string();
         let waited =
             || format_duration(Duration::from_millis(started.elapsed().as_millis() as u64));
-        let kill_mode = match scope.looks_at(Family::KillMode) {
-            true => {
-                tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
-            }
-            false => KillModeFacts::NotSystemd,
-        };
-        let eviction = scope
-            .looks_at(Family::Eviction)
-            .then(|| eviction::gather(self.host, self.settings));
+        let (kill_mode, eviction) = self.unit_and_kubelet_looks(scope);
         self.conn = None;
         let connected = client::connect_answering(&socket, wait, self.call_timeout)
             .instrument(tracing::debug_span!("connect"))

@@ -26,7 +26,7 @@ pub fn near_eviction(stats: &FsStats, e: &Eviction, margin: u8) -> Vec<(Id, Stri
     checks
         .into_iter()
         .filter_map(|(id, signal, free, total)| {
-            let (threshold, from) = threshold(e, signal)?;
+            let (threshold, from) = e.threshold(signal)?;
             let at = limit(&threshold, total)?;
             let warn_at = at.saturating_add(total / 100 * u64::from(margin));
             let shown = |n: u64| match id {
@@ -45,11 +45,6 @@ pub fn near_eviction(stats: &FsStats, e: &Eviction, margin: u8) -> Vec<(Id, Stri
             })
         })
         .collect()
-}
-
-fn threshold(e: &Eviction, signal: &str) -> Option<(String, &'static str)> {
-    e.hard_threshold(signal)
-        .or_else(|| e.soft_threshold(signal).map(|v| (v, "evictionSoft")))
 }
 
 /// A threshold as an amount of `total`: `15%`, or a quantity (`10Gi`, `500000`).

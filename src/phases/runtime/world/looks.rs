@@ -1,10 +1,28 @@
 //! The real node's looks that take more than one read: the stale check's (beside the
-//! guard's own mount table) and the hygiene families' (CRI's view, then the pod cgroups,
-//! then a second look that confirms).
+//! guard's own mount table), the hygiene families' (CRI's view, then the pod cgroups,
+//! then a second look that confirms), and those of files only (units, kubelet's config).
 
 use super::*;
 
 impl Node<'_> {
+    /// The families read from files only (systemd units, kubelet's configuration), before
+    /// containerd is asked anything.
+    pub(super) fn unit_and_kubelet_looks(
+        &self,
+        scope: Scope,
+    ) -> (KillModeFacts, Option<EvictionFacts>) {
+        let kill_mode = match scope.looks_at(Family::KillMode) {
+            true => {
+                tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
+            }
+            false => KillModeFacts::NotSystemd,
+        };
+        let eviction = scope
+            .looks_at(Family::Eviction)
+            .then(|| eviction::gather(self.host, self.settings));
+        (kill_mode, eviction)
+    }
+
     /// The stale check's facts of the containerd behind `socket`, read on the thread for
     /// host reads; the guard's own mount table (when its caller reads one) stands in for
     /// containerd's in the same mount namespace.
