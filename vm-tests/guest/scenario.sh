@@ -501,16 +501,21 @@ recover() {
 # kubelet's image GC or `crictl rmi` removes it) and the hygiene timer, shortened by the
 # generator's drop-in, brings it back on its own: nothing here starts the service.
 restore() {
-  local restorer
   image_there() { timeout 10 ctr -n k8s.io images ls -q 2>/dev/null | grep -qx "$pause"; }
   block restore.rm ctr -n k8s.io images rm "$pause"
   echo "restore.removed_at=$(now)"
   block restore.verify_gone /usr/bin/guard verify
-  until_ok 150 image_there; echo "restore.back.rc=$?"
+  # back means both: the image is listed and the hygiene run logged its remedy. The
+  # import lands before the run writes its findings to the journal, so the image alone
+  # can be seen a few hundred ms before the line that says who brought it back.
+  restorer() {
+    journalctl -b -o cat _SYSTEMD_UNIT=containerd-guard-hygiene.service SYSLOG_IDENTIFIER=containerd-guard \
+      GUARD_FINDING=remedy.restore-image 2>/dev/null | tail -n 1
+  }
+  restored() { image_there && [ -n "$(restorer)" ]; }
+  until_ok 150 restored; echo "restore.back.rc=$?"
   echo "restore.back_at=$(now)"
-  restorer=$(journalctl -b -o cat _SYSTEMD_UNIT=containerd-guard-hygiene.service SYSLOG_IDENTIFIER=containerd-guard \
-    GUARD_FINDING=remedy.restore-image 2>/dev/null | tail -n 1)
-  echo "restore.by_hygiene=$restorer"
+  echo "restore.by_hygiene=$(restorer)"
   block restore.timer systemctl list-timers --all --no-pager containerd-guard-hygiene.timer
   block restore.hygiene journalctl -b -o short-monotonic --no-pager -u containerd-guard-hygiene.service
   block restore.labels ctr -n k8s.io images ls "name==$pause"
