@@ -18,7 +18,7 @@
 //!   [`cli`] and read by [`phases`].
 //!
 //! Imports go down only, in the order of [`LAYERS`] (utilities, `host`, `config`,
-//! `containerd`, `report`, `state`, `metrics`/`journal`, `checks`, `remedies`, `context`,
+//! `containerd`, `report`, `state`, `metrics`/`journal`, `checks`, `lint`, `remedies`, `context`,
 //! `phases`, `cli`): a module never imports from its own layer or one above, so there is
 //! no import loop. A unit test below reads every source file and fails on one that does.
 //!
@@ -37,6 +37,8 @@ pub mod containerd;
 pub mod context;
 pub mod host;
 pub mod journal;
+#[cfg(feature = "grpc")]
+pub mod lint;
 pub mod metrics;
 pub mod notify;
 #[cfg(feature = "grpc")]
@@ -59,6 +61,7 @@ pub const LAYERS: &[&[&str]] = &[
     &["state"],
     &["metrics", "journal"],
     &["checks"],
+    &["lint"],
     &["remedies"],
     &["context"],
     &["phases"],

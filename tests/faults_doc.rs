@@ -19,6 +19,7 @@ const GROUPS: &[&str] = &[
     "concurrency",
     "clock",
     "hostile node",
+    "hostile image",
 ];
 
 fn doc() -> String {

@@ -2,6 +2,7 @@
 
 mod config;
 mod hygiene;
+mod lint;
 mod reset;
 mod runtime;
 mod status;
@@ -64,15 +65,15 @@ pub struct Cli {
     pub verbose: u8,
 
     /// Read the whole host (/proc, /sys, /dev, /run, /etc) from this root instead of /:
-    /// a fixture tree copied from a real machine, for tests.
+    /// a fixture tree copied from a real machine, for tests. (`lint --root` is the image.)
     #[arg(
-        long,
+        long = "host-root",
         global = true,
         value_name = "DIR",
         hide = true,
         default_value = "/"
     )]
-    pub root: PathBuf,
+    pub host_root: PathBuf,
 
     /// Check the OS mounted here rather than the running one (the initrd's /sysroot):
     /// its config and volume path are read below DIR.
@@ -141,6 +142,23 @@ pub enum Command {
     Reset,
     /// Print the effective configuration and which file each value came from.
     Config,
+    /// Check a node image before it ships (a mounted image or a build chroot): containerd
+    /// ordered after its volume and the guard, the mount, cloud-init, kubelet, kill-mode,
+    /// the baked sandbox image, the guard's config. Reads DIR only; runs nothing from it.
+    #[command(after_help = lint::EXIT_CODES_HELP)]
+    Lint {
+        /// The image's root directory (as `systemd-analyze --root`, `dpkg --root`). The
+        /// image's own guard config is read: --config and --sysroot do not apply.
+        #[arg(long, value_name = "DIR")]
+        root: PathBuf,
+        /// The cloud-init user data the node gets at provision time (its mounts and disk
+        /// setup); without it, what only user data could provide is a warning.
+        #[arg(long, value_name = "FILE")]
+        user_data: Option<PathBuf>,
+        /// Exit 1 on a warning too.
+        #[arg(long)]
+        warn_is_error: bool,
+    },
 }
 
 /// The clap definition of the whole command line, for tools that generate the man page
@@ -166,6 +184,7 @@ impl Command {
             Command::Status => "status",
             Command::Reset => "reset",
             Command::Config => "config",
+            Command::Lint { .. } => "lint",
         }
     }
 }
@@ -185,7 +204,16 @@ pub fn main() -> i32 {
     let npd = matches!(cli.command, Command::Verify { npd: true, .. });
     // NPD reads one line on stdout; the guard's own log stays out of its way.
     init_logging(if npd { 0 } else { cli.verbose + 1 });
-    let host = Host::at(&cli.root).with_sysroot(&cli.sysroot);
+    if let Command::Lint {
+        root,
+        user_data,
+        warn_is_error,
+    } = &cli.command
+    {
+        // an image, not this host: no host configuration is loaded
+        return lint::run(root, user_data.as_deref(), *warn_is_error, cli.json) as i32;
+    }
+    let host = Host::at(&cli.host_root).with_sysroot(&cli.sysroot);
     let loaded = tracing::debug_span!("config")
         .in_scope(|| crate::config::load(&host, cli.config.as_deref()));
     let loaded = match loaded {
@@ -231,6 +259,7 @@ pub fn main() -> i32 {
         Command::Status => status::run(&ctx),
         Command::Reset => reset::run(&ctx),
         Command::Config => config::run(&ctx),
+        Command::Lint { .. } => unreachable!("dispatched above"),
     };
     exit as i32
 }

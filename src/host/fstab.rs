@@ -30,6 +30,52 @@ pub fn parse(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// One fstab line: `spec file type options`, with its 1-based line number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub spec: String,
+    pub file: PathBuf,
+    pub fstype: String,
+    pub options: Vec<String>,
+    pub line: usize,
+}
+
+impl Entry {
+    /// The value of `x-systemd.KEY=` options (each may be given more than once).
+    pub fn systemd_option<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.options.iter().filter_map(move |o| {
+            o.strip_prefix("x-systemd.")?
+                .strip_prefix(key)?
+                .strip_prefix('=')
+        })
+    }
+}
+
+/// Pure: every line with at least a spec and a mount point, in file order.
+pub fn entries(text: &str) -> Vec<Entry> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .filter_map(|(i, l)| {
+            let mut f = l.split_whitespace().map(unescape);
+            let spec = f.next()?;
+            let file = PathBuf::from(f.next()?);
+            let fstype = f.next().unwrap_or_default();
+            let options = f
+                .next()
+                .map(|o| o.split(',').map(str::to_string).collect())
+                .unwrap_or_default();
+            Some(Entry {
+                spec,
+                file,
+                fstype,
+                options,
+                line: i + 1,
+            })
+        })
+        .collect()
+}
+
 /// `\040` -> ' ' and the like; anything else is kept as written.
 fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
@@ -70,6 +116,22 @@ mod tests {
             .map(PathBuf::from)
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn entries_keep_options_and_lines() {
+        let text = "# c\nLABEL=eph /var/lib/containerd ext4 nofail,x-systemd.after=containerd.service 0 2\n\n/dev/x /a\n";
+        let e = entries(text);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].spec, "LABEL=eph");
+        assert_eq!(e[0].line, 2);
+        assert_eq!(
+            e[0].systemd_option("after").collect::<Vec<_>>(),
+            ["containerd.service"]
+        );
+        assert!(e[0].options.iter().any(|o| o == "nofail"));
+        assert_eq!((e[1].file.as_path(), e[1].line), (Path::new("/a"), 4));
+        assert!(e[1].options.is_empty());
     }
 
     #[test]

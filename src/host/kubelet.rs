@@ -139,7 +139,11 @@ fn unit_flags(host: &Host) -> Flags {
         unit: name.to_string(),
         ..Flags::default()
     };
-    let Ok(Some(unit)) = units::load(host, name) else {
+    let Some(unit) = host
+        .os_tree()
+        .ok()
+        .and_then(|t| units::load(&t, name).ok().flatten())
+    else {
         return flags;
     };
     let mut words: Vec<String> = Vec::new();

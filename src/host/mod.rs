@@ -7,6 +7,7 @@
 
 pub mod blockdev;
 pub mod cgroup;
+pub mod cloud_init;
 pub mod fstab;
 pub mod kubelet;
 pub mod mountinfo;
@@ -14,6 +15,7 @@ pub mod pod_scan;
 pub mod proc;
 pub mod proc_files;
 pub mod superblock;
+pub mod tree;
 pub mod units;
 
 use std::path::{Component, Path, PathBuf};
@@ -120,6 +122,12 @@ impl Host {
             self.path("/run/containerd-guard/config.d"),
             self.os_file("/etc/containerd-guard/config.d"),
         ]
+    }
+
+    /// The OS tree (`/`, or `/sysroot` in the initrd) for reading its unit files with
+    /// every link resolved inside it ([`tree::Tree`]).
+    pub fn os_tree(&self) -> Result<tree::Tree, String> {
+        tree::Tree::open(&self.os_file("/"))
     }
 
     /// This boot's identity; the restart budget is per boot.

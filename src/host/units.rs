@@ -6,7 +6,9 @@
 //! What is modelled, as `systemd.unit(5)` describes it:
 //! - a unit's file is the first of that name on the search path ([`SEARCH_PATH`]);
 //!   a symlink to `/dev/null` (or an empty file) there masks the unit; other symlinks
-//!   (aliases, `systemctl link`) are followed inside the host's root, never out of it;
+//!   (aliases, `systemctl link`), and those in the directories on the way, are followed
+//!   inside the tree being read ([`Tree`]: the host's root, `/sysroot`, or an image
+//!   under `guard lint --root`), never out of it;
 //! - drop-ins are the `*.conf` files of `NAME.d/` (and of each `PREFIX-.service.d/` and
 //!   `service.d/`) in every search-path directory; of two with the same file name the
 //!   one earlier on the path wins (a `/dev/null` one removes it); they apply after the
@@ -17,8 +19,7 @@
 //! Not modelled: specifiers (`%n`), templates' instances, and a change on disk the
 //! manager has not reloaded yet (the files win: they are what the next start uses).
 
-use crate::host::proc::{read_bounded, Links, ReadError};
-use crate::host::Host;
+use crate::host::tree::{Kind, Tree};
 use std::path::{Path, PathBuf};
 
 #[cfg(test)]
@@ -73,6 +74,9 @@ pub struct Unit {
     pub fragment: Option<PathBuf>,
     pub masked: bool,
     pub dropins: Vec<PathBuf>,
+    /// Drop-ins masked by a `/dev/null` link (or an empty file) of the same name earlier
+    /// on the search path: the mask's own path.
+    pub masked_dropins: Vec<PathBuf>,
     pub assignments: Vec<Assignment>,
 }
 
@@ -102,11 +106,11 @@ impl Unit {
     }
 }
 
-/// Loads `name` from `host`'s OS tree; `Ok(None)` when no file or drop-in names it.
-pub fn load(host: &Host, name: &str) -> Result<Option<Unit>, String> {
-    let fragment = find(host, name)?;
-    let dropins = dropins(host, name)?;
-    if fragment.is_none() && dropins.is_empty() {
+/// Loads `name` from an OS tree; `Ok(None)` when no file or drop-in names it.
+pub fn load(tree: &Tree, name: &str) -> Result<Option<Unit>, String> {
+    let fragment = find(tree, name)?;
+    let (dropins, masked_dropins) = dropins(tree, name)?;
+    if fragment.is_none() && dropins.is_empty() && masked_dropins.is_empty() {
         return Ok(None);
     }
     let masked = matches!(fragment, Some(Found::Masked(_)));
@@ -118,16 +122,17 @@ pub fn load(host: &Host, name: &str) -> Result<Option<Unit>, String> {
         },
         masked,
         dropins: Vec::new(),
+        masked_dropins,
         assignments: Vec::new(),
     };
     if masked {
         return Ok(Some(unit));
     }
     if let Some(Found::File(path)) = &fragment {
-        unit.assignments.extend(parse(&read(host, path)?, path));
+        unit.assignments.extend(parse(&read(tree, path)?, path));
     }
     for path in dropins {
-        unit.assignments.extend(parse(&read(host, &path)?, &path));
+        unit.assignments.extend(parse(&read(tree, &path)?, &path));
         unit.dropins.push(path);
     }
     Ok(Some(unit))
@@ -135,13 +140,18 @@ pub fn load(host: &Host, name: &str) -> Result<Option<Unit>, String> {
 
 /// The unit files on the search path whose names start with one of `prefixes` and end
 /// in `.service`, sorted and without repeats (masked ones included: [`load`] says so).
-pub fn services_named(host: &Host, prefixes: &[&str]) -> Vec<String> {
+pub fn services_named(tree: &Tree, prefixes: &[&str]) -> Vec<String> {
+    units_named(tree, |n| {
+        n.ends_with(".service") && prefixes.iter().any(|p| n.starts_with(p))
+    })
+}
+
+/// The unit names on the search path that `wanted` accepts, sorted, without repeats.
+pub fn units_named(tree: &Tree, wanted: impl Fn(&str) -> bool) -> Vec<String> {
     let mut names: Vec<String> = SEARCH_PATH
         .iter()
-        .filter_map(|dir| std::fs::read_dir(host.os_file(dir)).ok())
-        .flat_map(|entries| entries.flatten().take(4096))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".service") && prefixes.iter().any(|p| n.starts_with(p)))
+        .flat_map(|dir| tree.list(Path::new(dir)).unwrap_or_default())
+        .filter(|n| wanted(n))
         .collect();
     names.sort();
     names.dedup();
@@ -154,36 +164,38 @@ enum Found {
 }
 
 /// The first search-path entry named `name`, followed to its file.
-fn find(host: &Host, name: &str) -> Result<Option<Found>, String> {
+fn find(tree: &Tree, name: &str) -> Result<Option<Found>, String> {
     for dir in SEARCH_PATH {
         let entry = Path::new(dir).join(name);
-        if std::fs::symlink_metadata(host.os_file(&entry)).is_err() {
+        if tree.lstat(&entry)?.is_none() {
             continue;
         }
-        return follow(host, &entry).map(Some);
+        return follow(tree, &entry).map(Some);
     }
     Ok(None)
 }
 
-/// Follows symlinks from `entry` (an OS path) inside the host's root: `/dev/null` (or an
-/// empty regular file) masks.
-fn follow(host: &Host, entry: &Path) -> Result<Found, String> {
+/// Follows symlinks from `entry` (an OS path) inside the tree: `/dev/null` (or an empty
+/// regular file) masks.
+fn follow(tree: &Tree, entry: &Path) -> Result<Found, String> {
     let mut path = entry.to_path_buf();
     for _ in 0..LINK_HOPS {
         if path == Path::new("/dev/null") {
             return Ok(Found::Masked(entry.to_path_buf()));
         }
-        let here = host.os_file(&path);
-        let meta =
-            std::fs::symlink_metadata(&here).map_err(|e| format!("{}: {e}", path.display()))?;
-        if !meta.file_type().is_symlink() {
-            return Ok(if meta.is_file() && meta.len() == 0 {
+        let meta = tree
+            .lstat(&path)?
+            .ok_or_else(|| format!("{}: a link to nothing", entry.display()))?;
+        if meta.kind != Kind::Link {
+            return Ok(if meta.kind == Kind::File && meta.len == 0 {
                 Found::Masked(entry.to_path_buf())
             } else {
                 Found::File(path)
             });
         }
-        let target = std::fs::read_link(&here).map_err(|e| format!("{}: {e}", path.display()))?;
+        let target = tree
+            .read_link(&path)?
+            .ok_or_else(|| format!("{}: changed while read", path.display()))?;
         path = match path.parent() {
             Some(parent) if target.is_relative() => parent.join(target),
             _ => target,
@@ -214,18 +226,12 @@ fn dropin_dirs(name: &str) -> Vec<String> {
 /// Every drop-in that applies to `name`, in the order systemd applies them: of two with
 /// the same file name the first along the search path (then the more specific
 /// directory) wins; the winners apply sorted by file name.
-fn dropins(host: &Host, name: &str) -> Result<Vec<PathBuf>, String> {
+fn dropins(tree: &Tree, name: &str) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
     let mut chosen: Vec<(String, PathBuf)> = Vec::new();
     for dir in SEARCH_PATH {
         for sub in dropin_dirs(name) {
             let os_dir = Path::new(dir).join(&sub);
-            let Ok(entries) = std::fs::read_dir(host.os_file(&os_dir)) else {
-                continue;
-            };
-            for file in entries.flatten().take(DROPINS_CAP) {
-                let Ok(file) = file.file_name().into_string() else {
-                    continue;
-                };
+            for file in tree.list(&os_dir)?.into_iter().take(DROPINS_CAP) {
                 if file.ends_with(".conf") && !chosen.iter().any(|(f, _)| *f == file) {
                     chosen.push((file.clone(), os_dir.join(&file)));
                 }
@@ -233,20 +239,20 @@ fn dropins(host: &Host, name: &str) -> Result<Vec<PathBuf>, String> {
         }
     }
     chosen.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut out = Vec::new();
+    let (mut out, mut masks) = (Vec::new(), Vec::new());
     for (_, entry) in chosen {
-        if let Found::File(path) = follow(host, &entry)? {
-            out.push(path);
+        match follow(tree, &entry)? {
+            Found::File(path) => out.push(path),
+            Found::Masked(mask) => masks.push(mask),
         }
     }
-    Ok(out)
+    Ok((out, masks))
 }
 
-fn read(host: &Host, path: &Path) -> Result<String, String> {
-    let bytes =
-        read_bounded(&host.os_file(path), FILE_CAP, Links::Refuse).map_err(|e| match e {
-            ReadError::Refused(why) | ReadError::Io(why, _) => why,
-        })?;
+fn read(tree: &Tree, path: &Path) -> Result<String, String> {
+    let (bytes, _) = tree
+        .read(path, FILE_CAP)?
+        .ok_or_else(|| format!("{}: removed while read", path.display()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -60,6 +60,16 @@ ids! {
     RemedyDeleteTask => "remedy.delete-task",
     RemedyReapOrphans => "remedy.reap-orphans",
     MetricsTextfile => "metrics.textfile",
+    LintGuardDropin => "lint.guard-dropin",
+    LintContainerdOrder => "lint.containerd-order",
+    LintVolumeMount => "lint.volume-mount",
+    LintVolumeNofail => "lint.volume-nofail",
+    LintCloudInit => "lint.cloud-init",
+    LintKubeletGate => "lint.kubelet-gate",
+    LintKubeletOrder => "lint.kubelet-order",
+    LintKillMode => "lint.kill-mode",
+    LintSandboxArchive => "lint.sandbox-archive",
+    LintConfig => "lint.config",
 }
 
 impl std::fmt::Display for Id {

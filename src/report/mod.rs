@@ -154,6 +154,11 @@ impl Report {
 
     /// One line per check, worst first; evidence and remedy only where something is wrong.
     pub fn to_table(&self) -> String {
+        self.to_table_as("node is usable as far as checked", "node is NOT usable")
+    }
+
+    /// The table, its last line saying `usable` or `unusable` as the verdict.
+    pub fn to_table_as(&self, usable: &str, unusable: &str) -> String {
         let mut sorted: Vec<Finding> = self.findings.iter().map(Finding::escaped).collect();
         sorted.sort_by_key(|f| f.status); // stable: keeps check order within a status
         let width = sorted
@@ -189,8 +194,8 @@ impl Report {
             }
         }
         let verdict = match self.verdict() {
-            Verdict::Usable => "node is usable as far as checked",
-            Verdict::Unusable => "node is NOT usable",
+            Verdict::Usable => usable,
+            Verdict::Unusable => unusable,
         };
         let _ = writeln!(out, "verdict: {verdict}");
         out

@@ -40,11 +40,15 @@ pub fn gather(host: &Host) -> KillModeFacts {
     if !host.path("/run/systemd/system").is_dir() {
         return KillModeFacts::NotSystemd;
     }
+    let tree = match host.os_tree() {
+        Ok(tree) => tree,
+        Err(e) => return KillModeFacts::Unreadable(e),
+    };
     let mut names = vec!["containerd.service".to_string()];
-    names.extend(units::services_named(host, &["k3s", "rke2"]));
+    names.extend(units::services_named(&tree, &["k3s", "rke2"]));
     let mut out = Vec::new();
     for name in names {
-        match units::load(host, &name) {
+        match units::load(&tree, &name) {
             Ok(Some(unit)) if !unit.masked => out.push(of(&unit)),
             Ok(_) => {}
             Err(e) => return KillModeFacts::Unreadable(format!("{name}: {e}")),

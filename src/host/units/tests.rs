@@ -2,27 +2,27 @@ use super::*;
 use std::os::unix::fs::symlink;
 
 /// A tree standing for a node's `/`, files by OS path.
-struct Tree(tempfile::TempDir);
+struct Fixture(tempfile::TempDir);
 
-impl Tree {
-    fn new() -> Tree {
-        Tree(tempfile::tempdir().unwrap())
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture(tempfile::tempdir().unwrap())
     }
     fn at(&self, os: &str) -> PathBuf {
         let at = self.0.path().join(os.trim_start_matches('/'));
         std::fs::create_dir_all(at.parent().unwrap()).unwrap();
         at
     }
-    fn put(&self, os: &str, text: &str) -> &Tree {
+    fn put(&self, os: &str, text: &str) -> &Fixture {
         std::fs::write(self.at(os), text).unwrap();
         self
     }
-    fn link(&self, os: &str, target: &str) -> &Tree {
+    fn link(&self, os: &str, target: &str) -> &Fixture {
         symlink(target, self.at(os)).unwrap();
         self
     }
-    fn host(&self) -> Host {
-        Host::at(self.0.path())
+    fn host(&self) -> Tree {
+        Tree::open(self.0.path()).unwrap()
     }
     fn load(&self, name: &str) -> Unit {
         load(&self.host(), name).unwrap().expect("the unit exists")
@@ -53,7 +53,7 @@ fn parse_keeps_sections_lines_and_continuations() {
 
 #[test]
 fn etc_overrides_lib_and_dev_null_masks() {
-    let t = Tree::new();
+    let t = Fixture::new();
     t.put(
         "/lib/systemd/system/c.service",
         "[Service]\nKillMode=process\n",
@@ -76,7 +76,7 @@ fn etc_overrides_lib_and_dev_null_masks() {
 
 #[test]
 fn an_alias_is_followed_inside_the_root_and_a_loop_is_refused() {
-    let t = Tree::new();
+    let t = Fixture::new();
     t.put(
         "/usr/lib/systemd/system/real.service",
         "[Service]\nKillMode=none\n",
@@ -102,7 +102,7 @@ fn an_alias_is_followed_inside_the_root_and_a_loop_is_refused() {
 
 #[test]
 fn dropins_apply_by_file_name_and_the_first_on_the_path_wins() {
-    let t = Tree::new();
+    let t = Fixture::new();
     t.put(
         "/lib/systemd/system/k3s-agent.service",
         "[Service]\nExecStartPre=/a\nKillMode=process\n",
@@ -143,7 +143,7 @@ fn dropins_apply_by_file_name_and_the_first_on_the_path_wins() {
 
 #[test]
 fn an_empty_assignment_resets_a_list() {
-    let t = Tree::new();
+    let t = Fixture::new();
     t.put(
         "/lib/systemd/system/c.service",
         "[Service]\nExecStartPre=/a\nExecStartPre=/b\n",
@@ -160,7 +160,7 @@ fn an_empty_assignment_resets_a_list() {
 
 #[test]
 fn a_fifo_drop_in_is_refused_without_blocking() {
-    let t = Tree::new();
+    let t = Fixture::new();
     t.put("/lib/systemd/system/c.service", "[Service]\n");
     let fifo = t.at("/etc/systemd/system/c.service.d/1.conf");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
@@ -170,7 +170,7 @@ fn a_fifo_drop_in_is_refused_without_blocking() {
 
 #[test]
 fn services_are_listed_by_prefix_once() {
-    let t = Tree::new();
+    let t = Fixture::new();
     t.put("/lib/systemd/system/k3s.service", "")
         .put("/etc/systemd/system/k3s.service", "")
         .put("/etc/systemd/system/rke2-agent.service", "")
@@ -180,4 +180,35 @@ fn services_are_listed_by_prefix_once() {
         services_named(&t.host(), &["k3s", "rke2"]),
         ["k3s.service", "rke2-agent.service"]
     );
+}
+
+#[test]
+fn a_linked_directory_on_the_way_is_resolved_inside_the_root() {
+    let t = Fixture::new();
+    // an image whose /etc/systemd/system is a link to an absolute path: the image's own
+    // /srv/units, never the host's directory of that name
+    t.put("/srv/units/c.service", "[Service]\nKillMode=process\n");
+    t.put(
+        "/srv/units/c.service.d/1.conf",
+        "[Service]\nKillMode=mixed\n",
+    );
+    std::fs::create_dir_all(t.at("/etc/systemd")).unwrap();
+    t.link("/etc/systemd/system", "/srv/units");
+    let u = t.load("c.service");
+    assert_eq!(
+        u.fragment.as_deref(),
+        Some(Path::new("/etc/systemd/system/c.service"))
+    );
+    assert_eq!(u.setting("Service", "KillMode").unwrap().value, "mixed");
+    // a link that climbs out with `..` stops at the root
+    t.put(
+        "/lib/systemd/system/d.service",
+        "[Service]\nKillMode=none\n",
+    );
+    t.link(
+        "/etc/systemd/system.control",
+        "../../../../../../../../lib/systemd/system",
+    );
+    let d = t.load("d.service");
+    assert_eq!(d.setting("Service", "KillMode").unwrap().value, "none");
 }

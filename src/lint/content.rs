@@ -1,0 +1,168 @@
+//! The rules on what the image carries: the sandbox image in its baked archive, and the
+//! guard's own fragments. Pure, over the facts read ([`super::facts`]).
+
+use super::facts::{sandbox_image, Image};
+use crate::config::DeviceSpec;
+use crate::report::{Finding, Id};
+
+pub fn sandbox_archive(image: &Image) -> Finding {
+    let id = Id::LintSandboxArchive;
+    let cd = &image.containerd_config;
+    if let Err(e) = &cd.read {
+        return Finding::fail(id, format!("cannot read containerd's config {}", cd.file))
+            .evidence(e.clone())
+            .remedy("fix containerd's config: containerd refuses to start on it as well");
+    }
+    let wanted = sandbox_image(&image.guard.settings, cd).unwrap_or_default();
+    let sandbox = &image.guard.settings.sandbox;
+    if sandbox.archives.is_empty() {
+        let how = if sandbox.pull {
+            "a registry ([sandbox] pull = true)"
+        } else {
+            "nowhere: [sandbox] pull = false, and no registry is asked"
+        };
+        return Finding::warn(id, format!("no archive of {wanted} is baked in"))
+            .evidence(format!(
+                "on a fresh volume the sandbox image comes from {how}"
+            ))
+            .remedy(
+                "bake the sandbox image in as an archive and list it in [sandbox] archives \
+                 (docs/image-builder.md)",
+            );
+    }
+    let serving = image.archives.iter().find(|a| a.read.is_ok());
+    let broken: Vec<String> = image
+        .archives
+        .iter()
+        .filter_map(|a| a.read.as_ref().err().map(|e| format!("{}: {e}", a.file)))
+        .collect();
+    let Some(serving) = serving else {
+        let mut f = Finding::fail(id, format!("no baked archive serves {wanted}")).remedy(format!(
+            "bake an archive holding {wanted} (`ctr images export` or `skopeo copy \
+             docker://{wanted} oci-archive:FILE`) at a path listed in [sandbox] archives"
+        ));
+        for b in broken {
+            f = f.evidence(b);
+        }
+        return f;
+    };
+    let summary = format!(
+        "{wanted} is in {}, every blob matching its digest",
+        serving.file
+    );
+    if broken.is_empty() {
+        return Finding::pass(id, summary).evidence(key_of(image));
+    }
+    let mut f = Finding::warn(
+        id,
+        format!("{summary}; an archive listed before it is broken"),
+    )
+    .remedy("remove or fix the broken archive: every restore tries it first");
+    for b in broken {
+        f = f.evidence(b);
+    }
+    f
+}
+
+fn key_of(image: &Image) -> String {
+    match (
+        &image.guard.settings.sandbox.image,
+        &image.containerd_config.read,
+    ) {
+        (Some(_), _) => "named by [sandbox] image".into(),
+        (None, Ok(c)) => format!(
+            "named by {} in {}",
+            c.sandbox_image_key, image.containerd_config.file
+        ),
+        (None, Err(_)) => String::new(),
+    }
+}
+
+pub fn config(image: &Image) -> Finding {
+    let id = Id::LintConfig;
+    let guard = &image.guard;
+    if !guard.problems.is_empty() {
+        let mut f = Finding::fail(
+            id,
+            "a guard config fragment would stop every guard command (exit 3)",
+        )
+        .remedy("fix the file: `guard --config FILE config` shows the same error on a node");
+        for (file, problem) in &guard.problems {
+            f = f.evidence(format!("{file}: {problem}"));
+        }
+        return f;
+    }
+    let Some(device) = &guard.settings.volume.device else {
+        return Finding::pass(
+            id,
+            format!(
+                "{} fragment(s) parse; no [volume] device set",
+                guard.files.len()
+            ),
+        );
+    };
+    match satisfied_by(image, device) {
+        Some(place) => Finding::pass(id, format!("{} fragment(s) parse; [volume] device {} is named by {place}", guard.files.len(), shown(device))),
+        None => Finding::warn(
+            id,
+            format!("[volume] device {} is named by no fstab line, mount unit or cloud-init entry", shown(device)),
+        )
+        .evidence(format!("fragments: {}", guard.files.join(", ")))
+        .remedy("make sure the disk carries it (a label set when the disk is formatted), or name the device the image mounts"),
+    }
+}
+
+fn shown(device: &DeviceSpec) -> String {
+    match device {
+        DeviceSpec::Label(v) => format!("LABEL={v}"),
+        DeviceSpec::Uuid(v) => format!("UUID={v}"),
+        DeviceSpec::PartUuid(v) => format!("PARTUUID={v}"),
+        DeviceSpec::PartLabel(v) => format!("PARTLABEL={v}"),
+        DeviceSpec::Path(p) => p.display().to_string(),
+    }
+}
+
+/// Where the image (or the user data) names the device: `FILE:LINE`. A `/dev` path is
+/// the kernel's to provide, never the image's: always satisfied.
+fn satisfied_by(image: &Image, device: &DeviceSpec) -> Option<String> {
+    let (tag, link, value) = match device {
+        DeviceSpec::Label(v) => ("LABEL", "by-label", v),
+        DeviceSpec::Uuid(v) => ("UUID", "by-uuid", v),
+        DeviceSpec::PartUuid(v) => ("PARTUUID", "by-partuuid", v),
+        DeviceSpec::PartLabel(v) => ("PARTLABEL", "by-partlabel", v),
+        DeviceSpec::Path(_) => return Some("a device path".into()),
+    };
+    let names = |what: &str| {
+        let what = what.trim_matches('"');
+        what.split_once('=')
+            .is_some_and(|(t, v)| t == tag && v.eq_ignore_ascii_case(value))
+            || what == format!("/dev/disk/{link}/{value}")
+    };
+    if let Ok(entries) = &image.fstab.read {
+        if let Some(e) = entries.iter().find(|e| names(&e.spec)) {
+            return Some(format!("/etc/fstab:{}", e.line));
+        }
+    }
+    if let Ok(Some(u)) = &image.mount_unit {
+        if let Some(a) = u.setting("Mount", "What").filter(|a| names(&a.value)) {
+            return Some(a.place());
+        }
+    }
+    for (file, cloud) in image.all_clouds() {
+        if let Some((_, line)) = cloud
+            .mounts
+            .iter()
+            .find(|(f, _)| f.first().is_some_and(|w| names(w)))
+        {
+            return Some(format!("{file}:{line}"));
+        }
+        let fs = cloud
+            .fs_setup
+            .iter()
+            .find(|(l, _, _)| tag == "LABEL" && l.as_deref() == Some(value.as_str()));
+        if let Some((_, _, line)) = fs {
+            return Some(format!("{file}:{line}"));
+        }
+    }
+    None
+}

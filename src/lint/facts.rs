@@ -1,0 +1,342 @@
+//! What the lint reads from an image, all of it through [`Tree`] (links resolved inside
+//! the image, reads bounded): the units that order containerd's start, fstab, cloud-init's
+//! configs, the guard's fragments, containerd's config and the baked archives. Nothing is
+//! judged here; the rules ([`super::rules`], [`super::content`]) are pure.
+
+use crate::config::{trust, Settings};
+use crate::containerd::config::{self as cd_config, ContainerdConfig};
+use crate::host::cloud_init::{self, Cloud};
+use crate::host::fstab;
+use crate::host::tree::Tree;
+use crate::host::units::{self, Unit};
+use std::path::{Path, PathBuf};
+
+/// Config files (fstab, cloud-init, TOML) are small; a bigger one is not read.
+const TEXT_CAP: u64 = 1 << 20;
+const FRAGMENT_DIRS: [&str; 3] = [
+    "/usr/lib/containerd-guard/config.d",
+    "/run/containerd-guard/config.d",
+    "/etc/containerd-guard/config.d",
+];
+
+/// A unit as read: `Ok(None)` when the image has none of that name.
+pub type Loaded = Result<Option<Unit>, String>;
+
+/// One config source as read: where (shown as `FILE`) and what it says.
+#[derive(Debug, Clone)]
+pub struct Source<T> {
+    pub file: String,
+    pub read: Result<T, String>,
+}
+
+#[derive(Debug)]
+pub struct Image {
+    pub containerd: Loaded,
+    pub kubelet: Loaded,
+    /// Every service but kubelet's whose `ExecStartPre=`/`ExecStart=` runs kubeadm (a
+    /// kubeadm join or init unit, whatever its name).
+    pub kubeadm_units: Vec<Unit>,
+    /// cloud-final.service, which runs a cloud config's `runcmd`.
+    pub cloud_final: Loaded,
+    /// containerd's and each `k3s*`/`rke2*` unit, for the kill-mode rules.
+    pub kill_units: Vec<Unit>,
+    /// cloud-init's own unit is in the image.
+    pub cloud_init_installed: bool,
+    /// containerd's root: the volume.
+    pub volume: PathBuf,
+    pub mount_unit_name: String,
+    pub mount_unit: Loaded,
+    pub fstab: Source<Vec<fstab::Entry>>,
+    /// The image's `cloud.cfg` and `cloud.cfg.d/*.cfg`.
+    pub clouds: Vec<Source<Cloud>>,
+    /// `--user-data`: `None` when not given.
+    pub user_data: Option<Source<Cloud>>,
+    pub guard: GuardConfig,
+    pub containerd_config: Source<ContainerdConfig>,
+    /// Each `[sandbox] archives` entry: the image names it holds, verified.
+    pub archives: Vec<Source<Vec<String>>>,
+}
+
+/// The guard's fragments in the image, applied in order; a bad one is recorded and
+/// skipped, so the rest is still judged.
+#[derive(Debug, Default)]
+pub struct GuardConfig {
+    pub files: Vec<String>,
+    /// `(file, problem)`: not TOML, a bad key, or someone else could write it.
+    pub problems: Vec<(String, String)>,
+    pub settings: Settings,
+}
+
+impl Image {
+    /// Every cloud config: the image's, then the user data.
+    pub fn all_clouds(&self) -> impl Iterator<Item = (&str, &Cloud)> {
+        self.clouds
+            .iter()
+            .chain(self.user_data.iter())
+            .filter_map(|s| s.read.as_ref().ok().map(|c| (s.file.as_str(), c)))
+    }
+}
+
+/// Reads the image; `user_data` is the `--user-data` file's text and its name.
+pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
+    let guard = guard_config(tree);
+    let containerd_config = containerd_config(tree, &guard.settings.containerd.config);
+    let volume = containerd_config
+        .read
+        .as_ref()
+        .map_or_else(|_| cd_config::DEFAULT_ROOT.into(), |c| c.root.clone());
+    let mount_unit_name = mount_unit_for(&volume);
+    let load = |name: &str| units::load(tree, name);
+    let mut kill_units: Vec<Unit> = units::services_named(tree, &["k3s", "rke2"])
+        .iter()
+        .filter_map(|n| load(n).ok().flatten())
+        .filter(|u| !u.masked)
+        .collect();
+    let containerd = load("containerd.service");
+    if let Ok(Some(u)) = &containerd {
+        kill_units.insert(0, u.clone());
+    }
+    let kubeadm_units = units::units_named(tree, |n| n.ends_with(".service"))
+        .iter()
+        .filter(|n| *n != "kubelet.service")
+        .filter_map(|n| load(n).ok().flatten())
+        .filter(|u| !u.masked && kubeadm_exec(u).is_some())
+        .collect();
+    let archives = archives(tree, &guard.settings, &containerd_config);
+    Image {
+        containerd,
+        kubelet: load("kubelet.service"),
+        kubeadm_units,
+        cloud_final: load("cloud-final.service"),
+        kill_units,
+        cloud_init_installed: matches!(load("cloud-init.service"), Ok(Some(_))),
+        volume,
+        mount_unit: load(&mount_unit_name),
+        mount_unit_name,
+        fstab: text_source(tree, "/etc/fstab", |t| Ok(fstab::entries(t))),
+        clouds: clouds(tree),
+        user_data: user_data.map(|(file, text)| Source {
+            read: user_data_cloud(&text),
+            file,
+        }),
+        guard,
+        containerd_config,
+        archives,
+    }
+}
+
+/// The effective `ExecStartPre=`/`ExecStart=` line of `u` that runs kubeadm.
+pub fn kubeadm_exec(u: &Unit) -> Option<&units::Assignment> {
+    ["ExecStartPre", "ExecStart"]
+        .iter()
+        .flat_map(|k| u.list("Service", k))
+        .find(|a| a.value.contains("kubeadm"))
+}
+
+/// systemd's name for the mount unit of `path` (`systemd-escape --path --suffix=mount`).
+pub fn mount_unit_for(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let trimmed = text.trim_matches('/');
+    if trimmed.is_empty() {
+        return "-.mount".into();
+    }
+    let mut out = String::new();
+    for (i, b) in trimmed.bytes().enumerate() {
+        match b {
+            b'/' => out.push('-'),
+            b'.' if i == 0 => out.push_str("\\x2e"),
+            b if b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b':' => {
+                out.push(b as char)
+            }
+            b => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out + ".mount"
+}
+
+fn text_source<T>(
+    tree: &Tree,
+    file: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Source<T> {
+    let read = match tree.read(Path::new(file), TEXT_CAP) {
+        Ok(Some((bytes, _))) => parse(&String::from_utf8_lossy(&bytes)),
+        Ok(None) => parse(""),
+        Err(e) => Err(e),
+    };
+    Source {
+        file: file.to_string(),
+        read,
+    }
+}
+
+fn clouds(tree: &Tree) -> Vec<Source<Cloud>> {
+    let dir = "/etc/cloud/cloud.cfg.d";
+    let mut files = vec!["/etc/cloud/cloud.cfg".to_string()];
+    let listed = tree.list(Path::new(dir)).unwrap_or_default();
+    files.extend(
+        listed
+            .iter()
+            .filter(|n| n.ends_with(".cfg"))
+            .map(|n| format!("{dir}/{n}")),
+    );
+    files
+        .iter()
+        .filter(|f| matches!(tree.lstat(Path::new(f)), Ok(Some(_))))
+        .map(|f| text_source(tree, f, cloud_init::parse))
+        .collect()
+}
+
+/// User data is a cloud config only when it says so on its first line; a script or a
+/// MIME archive is not read (its mounts, if any, cannot be known).
+fn user_data_cloud(text: &str) -> Result<Cloud, String> {
+    if !text.starts_with("#cloud-config") {
+        return Err("not #cloud-config user data (a script or a MIME archive is not read)".into());
+    }
+    cloud_init::parse(text)
+}
+
+/// The guard's fragments as the guard itself finds them ([`crate::config::find_fragments`]'s
+/// rules: a later directory's file of the same name wins, a `/dev/null` link masks), each
+/// judged as the guard judges its config, with the image's owner in root's place.
+fn guard_config(tree: &Tree) -> GuardConfig {
+    let mut by_name: std::collections::BTreeMap<String, Option<String>> = Default::default();
+    for dir in FRAGMENT_DIRS {
+        for name in tree.list(Path::new(dir)).unwrap_or_default() {
+            if !name.ends_with(".toml") || name.starts_with('.') {
+                continue;
+            }
+            let path = format!("{dir}/{name}");
+            let mask = tree
+                .read_link(Path::new(&path))
+                .ok()
+                .flatten()
+                .is_some_and(|t| t == Path::new("/dev/null"));
+            by_name.insert(name, (!mask).then_some(path));
+        }
+    }
+    let mut out = GuardConfig::default();
+    for file in by_name.into_values().flatten() {
+        match fragment_text(tree, &file) {
+            Ok(text) => match crate::config::apply_fragment(&mut out.settings, &text) {
+                Ok(_) => {}
+                Err((key, problem)) if key.is_empty() => {
+                    out.problems.push((toml_place(&file, &text), problem))
+                }
+                Err((key, problem)) => out
+                    .problems
+                    .push((file.clone(), format!("key `{key}`: {problem}"))),
+            },
+            Err(problem) => out.problems.push((file.clone(), problem)),
+        }
+        out.files.push(file);
+    }
+    out
+}
+
+/// `FILE:LINE` of the first TOML syntax error in `text`, else `FILE`.
+fn toml_place(file: &str, text: &str) -> String {
+    match text.parse::<toml::Table>().err().and_then(|e| e.span()) {
+        Some(span) => match text.get(..span.start) {
+            Some(before) => format!("{file}:{}", before.matches('\n').count() + 1),
+            None => file.to_string(),
+        },
+        None => file.to_string(),
+    }
+}
+
+/// A fragment's text, when no one but the image's owner (or root) could have written it.
+fn fragment_text(tree: &Tree, file: &str) -> Result<String, String> {
+    let (bytes, meta) = tree
+        .read(Path::new(file), TEXT_CAP)?
+        .ok_or("removed while read")?;
+    judged(tree, meta)?;
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
+/// The guard's trust rule ([`trust::judge_file`]) with the image's owner as root.
+pub fn judged(tree: &Tree, meta: crate::host::tree::Meta) -> Result<(), String> {
+    let perms = trust::Perms {
+        uid: meta.uid,
+        mode: meta.mode,
+    };
+    match trust::judge_file(perms, tree.owner()) {
+        None => Ok(()),
+        Some(problem) => Err(format!(
+            "{problem} (uid {}, mode {:04o}; the image's root directory is owned by uid {})",
+            meta.uid,
+            meta.mode & 0o7777,
+            tree.owner()
+        )),
+    }
+}
+
+fn containerd_config(tree: &Tree, path: &Path) -> Source<ContainerdConfig> {
+    let file = path.display().to_string();
+    let read = match tree.read(path, TEXT_CAP) {
+        Ok(None) => Ok(ContainerdConfig::defaults()),
+        Ok(Some((bytes, _))) => {
+            let text = String::from_utf8_lossy(&bytes);
+            cd_config::parse(&text).map(|mut c| {
+                c.file = Some(path.to_path_buf());
+                c
+            })
+        }
+        Err(e) => Err(e),
+    };
+    Source { file, read }
+}
+
+/// Each configured archive, verified as the restore verifies it before an import.
+fn archives(
+    tree: &Tree,
+    settings: &Settings,
+    cd: &Source<ContainerdConfig>,
+) -> Vec<Source<Vec<String>>> {
+    let Some(wanted) = sandbox_image(settings, cd) else {
+        return Vec::new();
+    };
+    let wanted = crate::containerd::oci::normalize_ref(&wanted);
+    let arch = crate::containerd::oci::oci_arch(std::env::consts::ARCH);
+    settings
+        .sandbox
+        .archives
+        .iter()
+        .map(|path| Source {
+            file: path.display().to_string(),
+            read: verify_archive(tree, path, &wanted, arch),
+        })
+        .collect()
+}
+
+/// The image containerd's sandboxes need: `[sandbox] image`, else containerd's config.
+pub fn sandbox_image(settings: &Settings, cd: &Source<ContainerdConfig>) -> Option<String> {
+    settings
+        .sandbox
+        .image
+        .clone()
+        .or_else(|| cd.read.as_ref().ok().map(|c| c.sandbox_image.clone()))
+}
+
+fn verify_archive(
+    tree: &Tree,
+    path: &Path,
+    wanted: &str,
+    arch: &str,
+) -> Result<Vec<String>, String> {
+    use crate::containerd::archive;
+    let (file, meta) = tree.open_file(path)?.ok_or("no such file")?;
+    judged(tree, meta)?;
+    let files = archive::read_entries(std::io::BufReader::new(file))
+        .map_err(|e| format!("not a usable image archive: {e}"))?;
+    let verified = archive::verify(&files, wanted, "linux", arch)?;
+    // The restore takes an archive's only image whatever it is called; an archive that
+    // names other images was made for another containerd config (a stale pause version).
+    if !verified.names.is_empty() && !verified.names.iter().any(|n| n == wanted) {
+        return Err(format!(
+            "holds {}, not {wanted} (the restore would tag that content as {wanted})",
+            verified.names.join(", ")
+        ));
+    }
+    Ok(verified.names)
+}

@@ -1,0 +1,56 @@
+//! `guard lint --root DIR`: the hazards behind a node that runs containerd on the wrong
+//! filesystem, or kubelet on a broken runtime, found in the node image before any node
+//! boots it. The image is a directory (a mounted image, a build chroot): it is read, never
+//! executed or written, and nothing of the host the lint runs on is read with it: every
+//! path goes through [`Tree`], which resolves links inside DIR.
+//!
+//! Adding a rule: a pure `fn(&Image) -> Finding` in [`rules`] (containerd's ordering),
+//! [`kubelet`] (kubelet's and kubeadm's) or [`content`]
+//! (what the image carries), the facts it needs in [`facts`], a `lint.*` id in
+//! `report::id` with its README row, and an entry in [`RULES`]. Each rule gives exactly
+//! one finding, `ok` when the image is fine, with `FILE:LINE` evidence and the fix.
+
+mod content;
+mod facts;
+mod kubelet;
+mod order;
+mod rules;
+
+pub use facts::{mount_unit_for, Image};
+
+use crate::host::tree::Tree;
+use crate::host::units;
+use crate::report::{Finding, Report};
+use std::path::Path;
+
+/// The rules, in the order the report lists them.
+const RULES: &[fn(&Image) -> Finding] = &[
+    rules::guard_dropin,
+    rules::containerd_order,
+    rules::volume_mount,
+    rules::volume_nofail,
+    rules::cloud_init,
+    kubelet::kubelet_gate,
+    kubelet::kubelet_order,
+    rules::kill_mode,
+    content::sandbox_archive,
+    content::config,
+];
+
+/// Why an image could not be linted at all (exit 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAnImage(pub String);
+
+/// Lints the image at `dir`; `user_data` is `(name, text)` of `--user-data`.
+pub fn run(dir: &Path, user_data: Option<(String, String)>) -> Result<Report, NotAnImage> {
+    let tree = Tree::open(dir).map_err(|e| NotAnImage(format!("cannot open the image: {e}")))?;
+    if units::units_named(&tree, |_| true).is_empty() {
+        return Err(NotAnImage(format!(
+            "{}: no systemd unit under etc/systemd, usr/lib/systemd or lib/systemd; not a \
+             node image (give --root the image's top directory)",
+            dir.display()
+        )));
+    }
+    let image = tracing::debug_span!("read").in_scope(|| facts::gather(&tree, user_data));
+    Ok(Report::new(RULES.iter().map(|rule| rule(&image)).collect()))
+}

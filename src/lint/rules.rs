@@ -1,0 +1,322 @@
+//! The ordering rules: does the image start containerd only after its volume is mounted
+//! and proven, and kubelet (and kubeadm) only after the runtime gate? One pure function
+//! per finding, from the image's facts.
+
+use super::facts::{Image, Loaded};
+use super::order::{self, MountDecl};
+use crate::checks::kill_mode;
+use crate::host::units::Unit;
+use crate::report::{Finding, Id, Status};
+
+const CONTAINERD_DROPIN: &str = "containerd.service.d/10-containerd-guard.conf";
+const CLOUD_INIT_UNITS: [&str; 2] = ["cloud-init.service", "cloud-init-network.service"];
+
+/// containerd's unit, or the finding that says why there is none to judge.
+fn containerd(image: &Image, id: Id) -> Result<&Unit, Finding> {
+    unit(&image.containerd, id, "containerd.service").and_then(|u| {
+        u.ok_or_else(|| match image.kill_units.is_empty() {
+            true => Finding::fail(id, "the image has no containerd.service").remedy(
+                "install containerd (its package ships containerd.service) before the guard",
+            ),
+            false => Finding::skip(id, "no containerd.service: containerd runs inside k3s/rke2"),
+        })
+    })
+}
+
+pub(super) fn unit<'a>(
+    loaded: &'a Loaded,
+    id: Id,
+    name: &str,
+) -> Result<Option<&'a Unit>, Finding> {
+    match loaded {
+        Err(e) => Err(Finding::fail(id, format!("cannot read {name}")).evidence(e.clone())),
+        Ok(Some(u)) if u.masked => Err(Finding::fail(id, format!("{name} is masked"))
+            .evidence(order::files_of(u))
+            .remedy(format!("remove the mask of {name} from the image"))),
+        Ok(u) => Ok(u.as_ref()),
+    }
+}
+
+pub fn guard_dropin(image: &Image) -> Finding {
+    let id = Id::LintGuardDropin;
+    let cd = match containerd(image, id) {
+        Ok(u) => u,
+        Err(f) => return f,
+    };
+    match order::guard_exec(cd, "volume") {
+        Some(a) => {
+            Finding::pass(id, format!("containerd.service runs `{}`", a.value)).evidence(a.place())
+        }
+        None => Finding::fail(id, "containerd starts without the guard's volume check")
+            .evidence(order::why_no_guard(cd, "volume", CONTAINERD_DROPIN))
+            .remedy(format!(
+                "install the package's /usr/lib/systemd/system/{CONTAINERD_DROPIN} (it runs \
+                 ExecStartPre=/usr/bin/guard volume --pre-start) and remove any mask or \
+                 empty ExecStartPre= that drops it"
+            )),
+    }
+}
+
+pub fn containerd_order(image: &Image) -> Finding {
+    let id = Id::LintContainerdOrder;
+    let cd = match containerd(image, id) {
+        Ok(u) => u,
+        Err(f) => return f,
+    };
+    let mount = &image.mount_unit_name;
+    if let Some(a) = order::names_unit(cd, "After", mount) {
+        return Finding::pass(id, format!("containerd.service is ordered after {mount}"))
+            .evidence(a.place());
+    }
+    let by_path = order::names(cd, "RequiresMountsFor")
+        .into_iter()
+        .find(|(p, _)| std::path::Path::new(p).starts_with(&image.volume));
+    if let Some((p, a)) = by_path {
+        return Finding::pass(id, format!("containerd.service has RequiresMountsFor={p}"))
+            .evidence(a.place());
+    }
+    let why = why_unordered(cd, mount);
+    Finding::fail(
+        id,
+        format!("containerd.service is not ordered after {mount}"),
+    )
+    .evidence(why)
+    .remedy(format!(
+        "keep the guard's drop-in (After={mount} local-fs.target cloud-init.service) in \
+         effect (no mask, no empty After= after it), or add After={mount} to \
+         containerd.service"
+    ))
+}
+
+/// Why containerd's effective `After=` lacks `wanted`: a reset, the guard's drop-in
+/// masked, or no file names it.
+fn why_unordered(cd: &Unit, wanted: &str) -> String {
+    let mask = cd
+        .masked_dropins
+        .iter()
+        .find(|m| m.ends_with(CONTAINERD_DROPIN));
+    match (order::reset(cd, "Unit", "After"), mask) {
+        (Some(r), _) => format!(
+            "an empty After= at {} resets containerd's ordering",
+            r.place()
+        ),
+        (None, Some(m)) => format!(
+            "the guard's drop-in, which orders it, is masked by {}",
+            m.display()
+        ),
+        (None, None) => format!("no After= names {wanted} (read: {})", order::files_of(cd)),
+    }
+}
+
+/// Every place the image (or the user data) mounts the volume.
+fn mounts(image: &Image) -> Result<Vec<MountDecl>, Finding> {
+    let id = Id::LintVolumeMount;
+    let entries = image
+        .fstab
+        .read
+        .as_ref()
+        .map_err(|e| Finding::fail(id, "cannot read /etc/fstab").evidence(e.clone()))?;
+    let mut out: Vec<MountDecl> = entries
+        .iter()
+        .filter(|e| order::same_path(&e.file, &image.volume))
+        .map(order::from_fstab)
+        .collect();
+    if let Some(u) = unit(&image.mount_unit, id, &image.mount_unit_name)? {
+        out.push(order::from_unit(u));
+    }
+    for (file, cloud) in image.all_clouds() {
+        for (fields, line) in &cloud.mounts {
+            if fields
+                .get(1)
+                .is_some_and(|p| order::same_path(p.as_ref(), &image.volume))
+            {
+                out.push(order::from_cloud(file, fields, *line));
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn volume_mount(image: &Image) -> Finding {
+    let id = Id::LintVolumeMount;
+    let decls = match mounts(image) {
+        Ok(d) => d,
+        Err(f) => return f,
+    };
+    let volume = image.volume.display();
+    if decls.is_empty() {
+        let summary = format!(
+            "nothing in the image mounts {volume}: no fstab line, no {} and no cloud-init mounts",
+            image.mount_unit_name
+        );
+        let remedy = "mount the ephemeral disk there: an fstab line (with nofail), a mount \
+                      unit or cloud-init `mounts`";
+        return match &image.user_data {
+            Some(u) => Finding::fail(id, summary)
+                .evidence(format!("nor does the user data {}", u.file))
+                .remedy(remedy),
+            None => Finding::warn(id, summary)
+                .evidence("a node's user data may mount it: give it with --user-data FILE")
+                .remedy(remedy),
+        };
+    }
+    let wrong = wrong_way(image, &decls);
+    if !wrong.is_empty() {
+        let mut f = Finding::fail(id, format!("{volume} is mounted after containerd starts"))
+            .remedy(format!(
+                "order the mount before containerd: remove x-systemd.after=/After= on \
+                 containerd.service from the mount (and Before={} from containerd); systemd \
+                 breaks the cycle with the guard's After= by deleting a start job",
+                image.mount_unit_name
+            ));
+        for w in wrong {
+            f = f.evidence(w);
+        }
+        return f;
+    }
+    let places: Vec<&str> = decls.iter().map(|d| d.place.as_str()).collect();
+    Finding::pass(id, format!("{volume} is mounted by {}", places.join(", ")))
+}
+
+/// Where the mount is ordered after containerd (or containerd before the mount).
+fn wrong_way(image: &Image, decls: &[MountDecl]) -> Vec<String> {
+    let mut out: Vec<String> = decls
+        .iter()
+        .flat_map(|d| d.after.iter())
+        .filter(|(u, _)| u == "containerd.service" || u == "kubelet.service")
+        .map(|(u, place)| format!("the mount is ordered after {u} at {place}"))
+        .collect();
+    if let Ok(Some(cd)) = &image.containerd {
+        if let Some(a) = order::names_unit(cd, "Before", &image.mount_unit_name) {
+            out.push(format!(
+                "containerd.service is ordered before {} at {}",
+                image.mount_unit_name,
+                a.place()
+            ));
+        }
+    }
+    out
+}
+
+pub fn volume_nofail(image: &Image) -> Finding {
+    let id = Id::LintVolumeNofail;
+    let Ok(decls) = mounts(image) else {
+        return Finding::skip(
+            id,
+            "the volume's mount could not be read (lint.volume-mount)",
+        );
+    };
+    let Some(nofail) = decls.iter().find(|d| d.nofail()) else {
+        return Finding::pass(id, "no nofail on the volume's mount");
+    };
+    let guarded = matches!(&image.containerd, Ok(Some(u)) if !u.masked && order::guard_exec(u, "volume").is_some());
+    if guarded {
+        return Finding::pass(
+            id,
+            "nofail, and the guard's drop-in holds containerd until the volume is proven",
+        )
+        .evidence(nofail.place.clone());
+    }
+    Finding::fail(
+        id,
+        "nofail on the volume without the guard's drop-in: a late or missing disk lets \
+         containerd start on the root filesystem's bare directory",
+    )
+    .evidence(format!("nofail at {}", nofail.place))
+    .remedy(format!(
+        "install the guard's drop-in {CONTAINERD_DROPIN} (then nofail is what keeps the \
+         boot out of emergency mode), or drop nofail"
+    ))
+}
+
+pub fn cloud_init(image: &Image) -> Finding {
+    let id = Id::LintCloudInit;
+    let broken: Vec<String> = image
+        .clouds
+        .iter()
+        .chain(image.user_data.iter())
+        .filter_map(|s| s.read.as_ref().err().map(|e| format!("{}: {e}", s.file)))
+        .collect();
+    if let Some(e) = broken.first() {
+        return Finding::fail(id, "a cloud-init config cannot be read").evidence(e.clone());
+    }
+    let touching = touching_volume(image);
+    let cd = match &image.containerd {
+        Ok(Some(cd)) => cd,
+        _ => return Finding::skip(id, "no containerd.service to judge (lint.guard-dropin)"),
+    };
+    let after = CLOUD_INIT_UNITS
+        .iter()
+        .find_map(|u| order::names_unit(cd, "After", u));
+    match (after, touching.first()) {
+        (Some(a), _) if image.cloud_init_installed || !touching.is_empty() => Finding::pass(
+            id,
+            format!("containerd.service waits for cloud-init ({})", a.value),
+        )
+        .evidence(a.place()),
+        (None, Some(place)) => Finding::fail(
+            id,
+            "cloud-init mounts or formats the volume, and containerd does not wait for it",
+        )
+        .evidence(place.clone())
+        .evidence(why_unordered(cd, CLOUD_INIT_UNITS[0]))
+        .remedy(cloud_remedy()),
+        (None, None) if image.cloud_init_installed && image.user_data.is_none() => Finding::warn(
+            id,
+            "cloud-init is in the image and containerd does not wait for it: user data \
+             that mounts the disk would mount it after containerd started",
+        )
+        .evidence(why_unordered(cd, CLOUD_INIT_UNITS[0]))
+        .remedy(cloud_remedy()),
+        _ => Finding::pass(
+            id,
+            "no cloud-init in the image or the user data: nothing mounts the disk late",
+        ),
+    }
+}
+
+fn cloud_remedy() -> &'static str {
+    "keep the guard's containerd drop-in (After=cloud-init.service) in effect, or add \
+     After=cloud-init.service to containerd.service"
+}
+
+/// `FILE:LINE` of each cloud-init entry that mounts the volume or formats the guard's disk.
+fn touching_volume(image: &Image) -> Vec<String> {
+    let label = match &image.guard.settings.volume.device {
+        Some(crate::config::DeviceSpec::Label(l)) => Some(l.as_str()),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for (file, cloud) in image.all_clouds() {
+        for (fields, line) in &cloud.mounts {
+            if fields
+                .get(1)
+                .is_some_and(|p| order::same_path(p.as_ref(), &image.volume))
+            {
+                out.push(format!("{file}:{line}: mounts {}", image.volume.display()));
+            }
+        }
+        for (l, _, line) in &cloud.fs_setup {
+            if l.is_some() && l.as_deref() == label {
+                out.push(format!(
+                    "{file}:{line}: fs_setup makes the guard's LABEL={}",
+                    l.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out
+}
+
+pub fn kill_mode(image: &Image) -> Finding {
+    let units = image.kill_units.iter().map(kill_mode::facts::of).collect();
+    let f = kill_mode::rules::evaluate(&kill_mode::facts::KillModeFacts::Units(units));
+    Finding {
+        id: Id::LintKillMode,
+        status: match f.status {
+            Status::Warn => Status::Fail,
+            s => s,
+        },
+        ..f
+    }
+}
