@@ -1018,6 +1018,7 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         );
     }
     promtool_check(&textfile);
+    let held = std::fs::read_to_string(&textfile).unwrap();
 
     // guard runtime repairs it: usable, one restart, the stale series now pass; the
     // verify's run series persists beside the runtime's.
@@ -1045,6 +1046,7 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         "{scraped}"
     );
     promtool_check(&textfile);
+    let repaired = std::fs::read_to_string(&textfile).unwrap();
 
     // Stale again with the budget spent: terminal.
     n.ctrd.stop();
@@ -1064,6 +1066,8 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         "{scraped}"
     );
     promtool_check(&textfile);
+    let terminal = std::fs::read_to_string(&textfile).unwrap();
+    shipped_alerts_fire_on_these_textfiles(n.t.path(), &held, &repaired, &terminal);
 
     // A metrics write that fails is a warning, never a change of the verdict.
     std::fs::remove_file(&textfile).unwrap();
@@ -1076,6 +1080,57 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         1,
         "the verdict is the checks' (stale): {}",
         v.dump()
+    );
+}
+
+/// The package's alert rules over the textfiles this guard wrote (`alert_rules`): the
+/// hold pages once it lasts, the repaired node is silent, the same repair on three nodes
+/// at once is the fleet alert, the spent budget is terminal; and every series the rules
+/// select is one the guard writes.
+fn shipped_alerts_fire_on_these_textfiles(dir: &Path, held: &str, repaired: &str, terminal: &str) {
+    use support::alert_rules::{expect, input_series, selectors_without_series};
+    let all = format!("{held}\n{repaired}\n{terminal}");
+    let missing = selectors_without_series(&all);
+    assert!(
+        missing.is_empty(),
+        "the rules select series the guard does not write: {missing:?}\n{all}"
+    );
+    let firing = |name: &str| {
+        format!("count(ALERTS{{alertname=\"{name}\",alertstate=\"firing\"}}) or vector(0)")
+    };
+    let not_usable = "count(ALERTS{alertname=\"ContainerdGuardNodeNotUsable\",alertstate=\"firing\",id=\"runtime.stale\"}) or vector(0)";
+    let one_node = |steps: &[(&str, u32)]| input_series(steps, &["node-1"]);
+    expect(dir, &one_node(&[(held, 30)]), not_usable, 9, 0);
+    expect(dir, &one_node(&[(held, 30)]), not_usable, 20, 1);
+    expect(
+        dir,
+        &one_node(&[(repaired, 30)]),
+        "count(ALERTS) or vector(0)",
+        20,
+        0,
+    );
+    let fleet = input_series(&[(held, 10), (repaired, 20)], &["a", "b", "c"]);
+    expect(
+        dir,
+        &fleet,
+        &firing("ContainerdGuardRestartsAcrossFleet"),
+        20,
+        1,
+    );
+    let two = input_series(&[(held, 10), (repaired, 20)], &["a", "b"]);
+    expect(
+        dir,
+        &two,
+        &firing("ContainerdGuardRestartsAcrossFleet"),
+        20,
+        0,
+    );
+    expect(
+        dir,
+        &one_node(&[(terminal, 10)]),
+        &firing("ContainerdGuardTerminal"),
+        5,
+        1,
     );
 }
 

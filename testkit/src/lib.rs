@@ -40,6 +40,7 @@
 //! `scripts/test` points `TMPDIR` at a per-run directory and sweeps it afterwards, so a
 //! leak (a mount, loop device or containerd under it) fails the run and is cleaned up.
 
+pub mod alert_rules;
 pub mod bounded;
 pub mod containerd;
 pub mod content;
