@@ -790,3 +790,57 @@ fn a_missing_empty_or_unit_less_dir_is_exit_3_and_bad_user_data_exit_2() {
     assert_eq!(o.code, 2, "{}", o.dump());
     assert!(o.stderr.contains("/nonexistent/user-data"), "{}", o.dump());
 }
+
+/// containerd's config is read with its `imports` merged, as containerd merges them
+/// (containerd 2.x images put settings in `conf.d`), every import read inside the image.
+#[test]
+fn containerd_imports_are_followed_inside_the_image() {
+    let img = Image::clean();
+    img.put(
+        "/etc/containerd/config.toml",
+        &format!(
+            "version = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n\
+             [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{SANDBOX}\"\n"
+        ),
+    );
+    img.put(
+        "/etc/containerd/conf.d/50-site.toml",
+        "version = 2\nroot = \"/data/containerd\"\n\
+         [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"registry.k8s.io/pause:3.10\"\n",
+    );
+    let o = img.lint(&[]);
+    // the import's root: its mount unit, and the fstab line for /var/lib/containerd is
+    // not the volume's
+    expect(
+        &o,
+        "lint.containerd-order",
+        "fail",
+        1,
+        &["data-containerd.mount"],
+    );
+    expect(&o, "lint.volume-mount", "warn", 1, &["/data/containerd"]);
+    expect(
+        &o,
+        "lint.sandbox-archive",
+        "fail",
+        1,
+        &["registry.k8s.io/pause:3.10"],
+    );
+    // an import that links to the host's own file is the image's path, here nothing
+    let host_side = tempfile::tempdir().unwrap();
+    let host_file = host_side.path().join("evil.toml");
+    std::fs::write(&host_file, "version = 2\nroot = \"/evil\"\n").unwrap();
+    img.link(
+        "/etc/containerd/conf.d/50-site.toml",
+        &host_file.display().to_string(),
+    );
+    let o = img.lint(&[]);
+    expect(
+        &o,
+        "lint.containerd-order",
+        "pass",
+        0,
+        &["var-lib-containerd.mount"],
+    );
+    expect(&o, "lint.sandbox-archive", "pass", 0, &[SANDBOX]);
+}

@@ -102,7 +102,25 @@ pub fn load(path: &Path) -> Result<ContainerdConfig, LoadError> {
 /// it (`/` for the host, `/proc/PID/root` for a running containerd), with its `imports`
 /// merged the way containerd merges them ([`imports::merged`]).
 pub fn load_in(tree: &Path, path: &Path) -> Result<ContainerdConfig, LoadError> {
-    let Some(table) = imports::merged(tree, path)? else {
+    from_merged(imports::merged(tree, path)?, path)
+}
+
+/// containerd's config at `path` in a node image, imports merged, every file read
+/// through [`crate::host::tree::Tree`] (`guard lint`).
+pub fn load_image(
+    tree: &crate::host::tree::Tree,
+    path: &Path,
+) -> Result<ContainerdConfig, LoadError> {
+    from_merged(
+        imports::merged_from(imports::Files::Image(tree), path)?,
+        path,
+    )
+}
+
+/// The guard's view of the merged table of the config at `path`; containerd's defaults
+/// when there is none.
+fn from_merged(table: Option<toml::Table>, path: &Path) -> Result<ContainerdConfig, LoadError> {
+    let Some(table) = table else {
         return Ok(ContainerdConfig::defaults());
     };
     let shown = path.display();

@@ -272,19 +272,10 @@ pub fn judged(tree: &Tree, meta: crate::host::tree::Meta) -> Result<(), String> 
 }
 
 fn containerd_config(tree: &Tree, path: &Path) -> Source<ContainerdConfig> {
-    let file = path.display().to_string();
-    let read = match tree.read(path, TEXT_CAP) {
-        Ok(None) => Ok(ContainerdConfig::defaults()),
-        Ok(Some((bytes, _))) => {
-            let text = String::from_utf8_lossy(&bytes);
-            cd_config::parse(&text).map(|mut c| {
-                c.file = Some(path.to_path_buf());
-                c
-            })
-        }
-        Err(e) => Err(e),
-    };
-    Source { file, read }
+    Source {
+        file: path.display().to_string(),
+        read: cd_config::load_image(tree, path).map_err(|e| e.text().to_string()),
+    }
 }
 
 /// Each configured archive, verified as the restore verifies it before an import.

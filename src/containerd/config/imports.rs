@@ -9,6 +9,7 @@
 
 use super::{parse_table, LoadError, CONFIG_CAP};
 use crate::host::proc::{read_bounded, Links, ReadError};
+use crate::host::tree::Tree;
 use std::collections::VecDeque;
 use std::path::{Component, Path, PathBuf};
 use toml::{Table, Value};
@@ -22,9 +23,65 @@ const MAX_DIR_ENTRIES: usize = 4096;
 /// Tables whose entries a later file replaces whole instead of merging into.
 const REPLACED_WHOLE: &[&str] = &["plugins", "stream_processors", "proxy_plugins", "timeouts"];
 
+/// Where the files are read: a process's root directory on this host (`/`, or
+/// `/proc/PID/root`: links resolved by the kernel, as that process sees them), or a node
+/// image (`guard lint`: links resolved inside it by [`Tree`], never to the host's files).
+#[derive(Clone, Copy)]
+pub enum Files<'a> {
+    Root(&'a Path),
+    Image(&'a Tree),
+}
+
+impl Files<'_> {
+    /// The file's bytes; `Ok(None)` when it does not exist.
+    fn read(self, path: &Path) -> Result<Option<Vec<u8>>, LoadError> {
+        match self {
+            Files::Root(tree) => match read_bounded(&inside(tree, path), CONFIG_CAP, Links::Follow)
+            {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.is_not_found() => Ok(None),
+                Err(ReadError::Refused(why)) => Err(LoadError::Refused(why)),
+                Err(ReadError::Io(why, _)) => Err(LoadError::Invalid(why)),
+            },
+            Files::Image(tree) => tree
+                .read(path, CONFIG_CAP)
+                .map(|found| found.map(|(bytes, _)| bytes))
+                .map_err(LoadError::Refused),
+        }
+    }
+
+    fn exists(self, path: &Path) -> bool {
+        match self {
+            Files::Root(tree) => std::fs::symlink_metadata(inside(tree, path)).is_ok(),
+            Files::Image(tree) => matches!(tree.lstat(path), Ok(Some(_))),
+        }
+    }
+
+    /// The names in a directory, at most [`MAX_DIR_ENTRIES`].
+    fn list(self, dir: &Path) -> Vec<String> {
+        match self {
+            Files::Root(tree) => std::fs::read_dir(inside(tree, dir))
+                .map(|entries| {
+                    entries
+                        .take(MAX_DIR_ENTRIES)
+                        .flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Files::Image(tree) => tree.list(dir).unwrap_or_default(),
+        }
+    }
+}
+
 /// The merged table of `main` and everything it imports, as read in `tree` (a process's
 /// root directory). `None` when `main` does not exist: containerd's defaults apply.
 pub fn merged(tree: &Path, main: &Path) -> Result<Option<Table>, LoadError> {
+    merged_from(Files::Root(tree), main)
+}
+
+/// [`merged`], the files read from `files`.
+pub fn merged_from(files: Files, main: &Path) -> Result<Option<Table>, LoadError> {
     let mut pending = VecDeque::from([clean(main)]);
     let mut loaded: Vec<PathBuf> = Vec::new();
     let mut out = Table::new();
@@ -38,15 +95,13 @@ pub fn merged(tree: &Path, main: &Path) -> Result<Option<Table>, LoadError> {
                 main.display()
             )));
         }
-        let text = match read_bounded(&inside(tree, &path), CONFIG_CAP, Links::Follow) {
-            Ok(bytes) => String::from_utf8(bytes)
+        let text = match files.read(&path)? {
+            Some(bytes) => String::from_utf8(bytes)
                 .map_err(|_| LoadError::Invalid(format!("{}: not UTF-8 text", path.display())))?,
             // containerd starts on its defaults when its config does not exist, and on
             // what it merged so far when an import does not (its main ignores a
             // not-exist error from LoadConfig).
-            Err(e) if e.is_not_found() => return Ok((!loaded.is_empty()).then_some(out)),
-            Err(ReadError::Refused(why)) => return Err(LoadError::Refused(why)),
-            Err(ReadError::Io(why, _)) => return Err(LoadError::Invalid(why)),
+            None => return Ok((!loaded.is_empty()).then_some(out)),
         };
         let shown = path.display();
         let table = parse_table(&text).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
@@ -54,7 +109,7 @@ pub fn merged(tree: &Path, main: &Path) -> Result<Option<Table>, LoadError> {
             import_list(&table).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
         merge(&mut out, table);
         for import in imports {
-            pending.extend(resolve(tree, &path, &import));
+            pending.extend(resolve(files, &path, &import));
         }
         loaded.push(path);
     }
@@ -105,11 +160,11 @@ fn is_zero(v: &Value) -> bool {
 }
 
 /// containerd's `resolveImports` for one entry of `parent`'s `imports`.
-fn resolve(tree: &Path, parent: &Path, import: &str) -> Vec<PathBuf> {
+fn resolve(files: Files, parent: &Path, import: &str) -> Vec<PathBuf> {
     if import.contains('*') {
         // Go's Glob of a relative pattern is relative to containerd's working directory,
         // `/` under systemd.
-        return glob(tree, &clean(&Path::new("/").join(import)));
+        return glob(files, &clean(&Path::new("/").join(import)));
     }
     let path = Path::new(import);
     match path.is_absolute() {
@@ -146,7 +201,7 @@ fn inside(tree: &Path, path: &Path) -> PathBuf {
 
 /// Go's `filepath.Glob` for `*` and `?` (a `[class]` is taken literally), bounded: the
 /// matching paths, sorted.
-fn glob(tree: &Path, pattern: &Path) -> Vec<PathBuf> {
+fn glob(files: Files, pattern: &Path) -> Vec<PathBuf> {
     let mut found = vec![PathBuf::from("/")];
     for part in pattern.components().skip(1) {
         let part = part.as_os_str().to_string_lossy();
@@ -154,18 +209,14 @@ fn glob(tree: &Path, pattern: &Path) -> Vec<PathBuf> {
         for dir in &found {
             if !part.contains(['*', '?']) {
                 let p = dir.join(&*part);
-                if std::fs::symlink_metadata(inside(tree, &p)).is_ok() {
+                if files.exists(&p) {
                     next.push(p);
                 }
                 continue;
             }
-            let Ok(entries) = std::fs::read_dir(inside(tree, dir)) else {
-                continue;
-            };
-            let mut names: Vec<String> = entries
-                .take(MAX_DIR_ENTRIES)
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
+            let mut names: Vec<String> = files
+                .list(dir)
+                .into_iter()
                 .filter(|n| matches(&part, n))
                 .collect();
             names.sort();
@@ -202,161 +253,4 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::containerd::config::load_in;
-
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let tmp = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let p = inside(tmp.path(), Path::new(path));
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        tmp
-    }
-
-    fn table(text: &str) -> Table {
-        text.parse().unwrap()
-    }
-
-    #[test]
-    fn merge_overrides_scalars_appends_arrays_and_replaces_plugin_tables_whole() {
-        for (to, from, want) in [
-            // scalars: the later file wins; a zero value never overrides
-            ("root = \"/a\"", "root = \"/b\"", "root = \"/b\""),
-            ("root = \"/a\"", "root = \"\"", "root = \"/a\""),
-            ("oom_score = -5", "oom_score = 0", "oom_score = -5"),
-            // non-plugin tables merge key by key (grpc is a struct in containerd)
-            (
-                "[grpc]\naddress = \"/a.sock\"\nuid = 1",
-                "[grpc]\naddress = \"/b.sock\"",
-                "[grpc]\naddress = \"/b.sock\"\nuid = 1",
-            ),
-            // arrays append
-            (
-                "disabled_plugins = [\"a\"]",
-                "disabled_plugins = [\"b\"]",
-                "disabled_plugins = [\"a\", \"b\"]",
-            ),
-            // a plugin's table is replaced whole: the earlier snapshotter key is gone
-            (
-                "[plugins.\"io.containerd.grpc.v1.cri\"]\nsandbox_image = \"p:1\"\n\
-                 [plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"native\"",
-                "[plugins.\"io.containerd.grpc.v1.cri\"]\nsandbox_image = \"p:2\"",
-                "[plugins.\"io.containerd.grpc.v1.cri\"]\nsandbox_image = \"p:2\"",
-            ),
-            // other plugins stay
-            (
-                "[plugins.a]\nx = 1\n[plugins.b]\ny = 2",
-                "[plugins.b]\nz = 3",
-                "[plugins.a]\nx = 1\n[plugins.b]\nz = 3",
-            ),
-        ] {
-            let mut t = table(to);
-            merge(&mut t, table(from));
-            assert_eq!(t, table(want), "{to:?} + {from:?}");
-        }
-    }
-
-    #[test]
-    fn globs_match_star_and_question_mark_per_component() {
-        for (p, n, want) in [
-            ("*.toml", "a.toml", true),
-            ("*.toml", "a.toml.bak", false),
-            ("?.toml", "ab.toml", false),
-            ("a*b*c", "axxbyyc", true),
-            ("a*b*c", "axxbyy", false),
-            ("*", ".hidden", true),
-        ] {
-            assert_eq!(matches(p, n), want, "{p} ~ {n}");
-        }
-    }
-
-    #[test]
-    fn imports_follow_containerd_relative_glob_breadth_first_and_once() {
-        let t = tree(&[
-            (
-                "/etc/containerd/config.toml",
-                "version = 2\nroot = \"/var/lib/containerd\"\nimports = [\"conf.d/root.toml\", \"/etc/cd/*.toml\"]\n\
-                 [grpc]\naddress = \"/run/containerd/containerd.sock\"\n\
-                 [plugins.\"io.containerd.grpc.v1.cri\"]\nsandbox_image = \"p:1\"\n",
-            ),
-            // relative to the importing file's directory; imports itself back (read once)
-            (
-                "/etc/containerd/conf.d/root.toml",
-                "version = 2\nroot = \"/mnt/eph\"\nimports = [\"../config.toml\"]\n",
-            ),
-            // globbed, in lexical order: b overrides a
-            ("/etc/cd/a.toml", "state = \"/run/a\"\n[grpc]\naddress = \"/run/a.sock\"\n"),
-            ("/etc/cd/b.toml", "state = \"/run/b\"\n"),
-            ("/etc/cd/c.txt", "state = \"/run/c\"\n"),
-        ]);
-        let c = load_in(t.path(), Path::new("/etc/containerd/config.toml")).unwrap();
-        assert_eq!(c.root, Path::new("/mnt/eph"));
-        assert_eq!(c.state, Path::new("/run/b"));
-        assert_eq!(c.address, Path::new("/run/a.sock"));
-        assert_eq!(c.sandbox_image, "p:1");
-    }
-
-    #[test]
-    fn version_3_imports_replace_the_images_plugin_whole() {
-        let t = tree(&[
-            (
-                "/c.toml",
-                "version = 3\nimports = [\"/d.toml\"]\n\
-                 [plugins.\"io.containerd.cri.v1.images\"]\nsnapshotter = \"native\"\n\
-                 [plugins.\"io.containerd.cri.v1.images\".pinned_images]\nsandbox = \"p:9\"\n",
-            ),
-            (
-                "/d.toml",
-                "version = 3\n[plugins.\"io.containerd.cri.v1.images\"]\nsnapshotter = \"btrfs\"\n",
-            ),
-        ]);
-        let c = load_in(t.path(), Path::new("/c.toml")).unwrap();
-        assert_eq!(c.snapshotter, "btrfs");
-        // the pin went with the replaced table: containerd 2's own default applies
-        assert_eq!(
-            c.sandbox_image,
-            crate::containerd::config::DEFAULT_SANDBOX_V3
-        );
-    }
-
-    #[test]
-    fn a_missing_import_keeps_what_was_merged_and_bad_imports_name_the_file() {
-        let t = tree(&[
-            (
-                "/c.toml",
-                "version = 2\nroot = \"/x\"\nimports = [\"/gone.toml\", \"/later.toml\"]\n",
-            ),
-            ("/later.toml", "root = \"/y\"\n"),
-        ]);
-        assert_eq!(
-            load_in(t.path(), Path::new("/c.toml")).unwrap().root,
-            Path::new("/x")
-        );
-        let t = tree(&[
-            ("/c.toml", "version = 2\nimports = [\"/bad.toml\"]\n"),
-            ("/bad.toml", "root = 5\n"),
-        ]);
-        let err = load_in(t.path(), Path::new("/c.toml")).unwrap_err();
-        assert!(
-            err.text().contains("key `root` must be a string"),
-            "{err:?}"
-        );
-        let t = tree(&[("/c.toml", "imports = \"/x.toml\"\n")]);
-        let err = load_in(t.path(), Path::new("/c.toml")).unwrap_err();
-        assert!(err.text().contains("/c.toml: key `imports`"), "{err:?}");
-    }
-
-    #[test]
-    fn an_import_that_is_a_fifo_is_refused_not_waited_on() {
-        let t = tree(&[("/c.toml", "version = 2\nimports = [\"/f.toml\"]\n")]);
-        let fifo = t.path().join("f.toml");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        match load_in(t.path(), Path::new("/c.toml")) {
-            Err(LoadError::Refused(why)) => assert!(why.contains("a FIFO"), "{why}"),
-            other => panic!("{other:?}"),
-        }
-    }
-}
+mod tests;
