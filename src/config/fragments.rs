@@ -26,7 +26,7 @@ pub fn find_fragments(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, String
         for entry in std::fs::read_dir(dir).map_err(cannot)? {
             let entry = entry.map_err(cannot)?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if !name.ends_with(".toml") || name.starts_with('.') {
+            if !is_fragment(&name) {
                 continue;
             }
             let path = entry.path();
@@ -38,6 +38,11 @@ pub fn find_fragments(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, String
         }
     }
     Ok(by_name.into_values().flatten().collect())
+}
+
+/// A file name the layered search reads: `*.toml`, not hidden.
+pub fn is_fragment(name: &str) -> bool {
+    name.ends_with(".toml") && !name.starts_with('.')
 }
 
 /// The directory itself, for judging through its descriptor (never blocks: a FIFO in its

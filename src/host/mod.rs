@@ -20,6 +20,13 @@ pub mod units;
 
 use std::path::{Component, Path, PathBuf};
 
+/// The guard's config fragment directories, lowest precedence first.
+pub const CONFIG_DIRS: [&str; 3] = [
+    "/usr/lib/containerd-guard/config.d",
+    "/run/containerd-guard/config.d",
+    "/etc/containerd-guard/config.d",
+];
+
 /// The filesystem root the probes read from. `/` on a live node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
@@ -117,11 +124,8 @@ impl Host {
     /// Where systemd-style config directories live, lowest precedence first. `/run` is
     /// the running system's (it survives the switch from the initrd); the others the OS's.
     pub fn config_dirs(&self) -> [PathBuf; 3] {
-        [
-            self.os_file("/usr/lib/containerd-guard/config.d"),
-            self.path("/run/containerd-guard/config.d"),
-            self.os_file("/etc/containerd-guard/config.d"),
-        ]
+        let [vendor, run, admin] = CONFIG_DIRS;
+        [self.os_file(vendor), self.path(run), self.os_file(admin)]
     }
 
     /// The OS tree (`/`, or `/sysroot` in the initrd) for reading its unit files with

@@ -12,10 +12,11 @@
 
 use nix::fcntl::{openat, readlinkat, AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
+use nix::unistd::dup;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -26,6 +27,11 @@ mod tests;
 const MAX_HOPS: usize = 40;
 /// Names read from one directory at most.
 pub const MAX_ENTRIES: usize = 4096;
+/// A directory on the way, or to list: never through a link.
+const DIR_FLAGS: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
 
 /// What one path names, as `lstat` (or `stat`) inside the tree reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,19 +107,9 @@ impl Tree {
         self.owner
     }
 
-    /// Where the tree is on the host, for messages.
-    pub fn shown(&self) -> &Path {
-        &self.shown
-    }
-
     /// What `path` names, the last component not followed; `None` when nothing is there.
     pub fn lstat(&self, path: &Path) -> Result<Option<Meta>, String> {
         Ok(self.walk(path, false)?.map(|f| f.meta))
-    }
-
-    /// What `path` resolves to, links followed inside the tree.
-    pub fn stat(&self, path: &Path) -> Result<Option<Meta>, String> {
-        Ok(self.walk(path, true)?.map(|f| f.meta))
     }
 
     /// The target of the symlink `path` (its directories resolved), as written.
@@ -133,10 +129,7 @@ impl Tree {
             return Ok(None);
         };
         if found.meta.kind != Kind::File {
-            return Err(format!(
-                "{}: not a regular file",
-                self.display(path).display()
-            ));
+            return Err(self.not_regular(path));
         }
         let flags = OFlag::O_RDONLY
             | OFlag::O_NOFOLLOW
@@ -147,10 +140,7 @@ impl Tree {
             .map_err(|e| self.error(path, e))?;
         let meta = Meta::of(&fstat(&fd).map_err(|e| self.error(path, e))?);
         if meta.kind != Kind::File {
-            return Err(format!(
-                "{}: not a regular file",
-                self.display(path).display()
-            ));
+            return Err(self.not_regular(path));
         }
         Ok(Some((File::from(fd), meta)))
     }
@@ -180,7 +170,8 @@ impl Tree {
         if found.meta.kind != Kind::Dir {
             return Ok(Vec::new());
         }
-        let dir = self.open_dir(&found).map_err(|e| self.error(path, e))?;
+        let dir = openat(&found.dir, found.name.as_os_str(), DIR_FLAGS, Mode::empty())
+            .map_err(|e| self.error(path, e))?;
         let mut dir = nix::dir::Dir::from_fd(dir).map_err(|e| self.error(path, e))?;
         let mut names: Vec<String> = dir
             .iter()
@@ -207,85 +198,79 @@ impl Tree {
         format!("{}: {}", self.display(path).display(), e.desc())
     }
 
-    fn open_dir(&self, found: &Found) -> nix::Result<OwnedFd> {
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        openat(&found.dir, found.name.as_os_str(), flags, Mode::empty())
+    /// The directory the walk is in: the innermost of `dirs`, else the root.
+    fn innermost<'a>(&'a self, dirs: &'a [OwnedFd]) -> BorrowedFd<'a> {
+        dirs.last().map_or(self.root.as_fd(), |d| d.as_fd())
     }
 
-    /// Walks `path` from the tree's root, one component at a time.
+    fn not_regular(&self, path: &Path) -> String {
+        format!("{}: not a regular file", self.display(path).display())
+    }
+
+    /// Walks `path` from the tree's root, one component at a time. A path that ends in
+    /// a directory reached by `.` or `..` (or the root itself) is that directory, `.`.
     fn walk(&self, path: &Path, follow_last: bool) -> Result<Option<Found>, String> {
         let mut todo: VecDeque<OsString> = parts(path);
         let mut dirs: Vec<OwnedFd> = Vec::new(); // below the root, innermost last
         let mut hops = 0;
-        let cur = |dirs: &Vec<OwnedFd>| -> nix::Result<OwnedFd> {
-            let fd = dirs.last().unwrap_or(&self.root).as_fd();
-            fd.try_clone_to_owned()
-                .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(libc_eio())))
-        };
-        let Some(mut name) = todo.pop_front() else {
-            let meta = Meta::of(&fstat(&self.root).map_err(|e| self.error(path, e))?);
-            let dir = cur(&dirs).map_err(|e| self.error(path, e))?;
-            return Ok(Some(Found {
-                dir,
-                name: OsString::from("."),
-                meta,
-            }));
-        };
-        loop {
+        while let Some(name) = todo.pop_front() {
             if name == ".." {
                 dirs.pop();
-            } else if name != "." {
-                let here = dirs.last().map_or(self.root.as_fd(), |d| d.as_fd());
-                let st = match fstatat(here, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
-                    Ok(st) => st,
-                    Err(nix::Error::ENOENT | nix::Error::ENOTDIR) => return Ok(None),
-                    Err(e) => return Err(self.error(path, e)),
-                };
-                let meta = Meta::of(&st);
-                let last = todo.is_empty();
-                if meta.kind == Kind::Link && (follow_last || !last) {
-                    hops += 1;
-                    if hops > MAX_HOPS {
-                        return Err(format!(
-                            "{}: more than {MAX_HOPS} symlinks; not followed",
-                            self.display(path).display()
-                        ));
-                    }
-                    let target =
-                        readlinkat(here, name.as_os_str()).map_err(|e| self.error(path, e))?;
-                    if target.as_bytes().starts_with(b"/") {
-                        dirs.clear();
-                    }
-                    for part in parts(Path::new(&target)).into_iter().rev() {
-                        todo.push_front(part);
-                    }
-                } else if last {
-                    let dir = cur(&dirs).map_err(|e| self.error(path, e))?;
-                    return Ok(Some(Found { dir, name, meta }));
-                } else if meta.kind != Kind::Dir {
-                    return Ok(None);
-                } else {
-                    let flags =
-                        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-                    let fd = openat(here, name.as_os_str(), flags, Mode::empty())
-                        .map_err(|e| self.error(path, e))?;
-                    dirs.push(fd);
-                }
+                continue;
             }
-            match todo.pop_front() {
-                Some(next) => name = next,
-                // the path ended in `..` or `.`: the directory reached
-                None => {
-                    let fd = cur(&dirs).map_err(|e| self.error(path, e))?;
-                    let meta = Meta::of(&fstat(&fd).map_err(|e| self.error(path, e))?);
-                    return Ok(Some(Found {
-                        dir: fd,
-                        name: OsString::from("."),
-                        meta,
-                    }));
+            if name == "." {
+                continue;
+            }
+            let st = match fstatat(
+                self.innermost(&dirs),
+                name.as_os_str(),
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) {
+                Ok(st) => st,
+                Err(nix::Error::ENOENT | nix::Error::ENOTDIR) => return Ok(None),
+                Err(e) => return Err(self.error(path, e)),
+            };
+            let meta = Meta::of(&st);
+            let last = todo.is_empty();
+            if meta.kind == Kind::Link && (follow_last || !last) {
+                hops += 1;
+                if hops > MAX_HOPS {
+                    return Err(format!(
+                        "{}: more than {MAX_HOPS} symlinks; not followed",
+                        self.display(path).display()
+                    ));
                 }
+                let target = readlinkat(self.innermost(&dirs), name.as_os_str())
+                    .map_err(|e| self.error(path, e))?;
+                if target.as_bytes().starts_with(b"/") {
+                    dirs.clear();
+                }
+                for part in parts(Path::new(&target)).into_iter().rev() {
+                    todo.push_front(part);
+                }
+            } else if last {
+                let dir = dup(self.innermost(&dirs)).map_err(|e| self.error(path, e))?;
+                return Ok(Some(Found { dir, name, meta }));
+            } else if meta.kind != Kind::Dir {
+                return Ok(None);
+            } else {
+                let fd = openat(
+                    self.innermost(&dirs),
+                    name.as_os_str(),
+                    DIR_FLAGS,
+                    Mode::empty(),
+                )
+                .map_err(|e| self.error(path, e))?;
+                dirs.push(fd);
             }
         }
+        let dir = dup(self.innermost(&dirs)).map_err(|e| self.error(path, e))?;
+        let meta = Meta::of(&fstat(&dir).map_err(|e| self.error(path, e))?);
+        Ok(Some(Found {
+            dir,
+            name: OsString::from("."),
+            meta,
+        }))
     }
 }
 
@@ -299,8 +284,4 @@ fn parts(path: &Path) -> VecDeque<OsString> {
             Component::RootDir | Component::Prefix(_) => None,
         })
         .collect()
-}
-
-fn libc_eio() -> i32 {
-    nix::Error::EIO as i32
 }

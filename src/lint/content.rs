@@ -102,23 +102,13 @@ pub fn config(image: &Image) -> Finding {
         );
     };
     match satisfied_by(image, device) {
-        Some(place) => Finding::pass(id, format!("{} fragment(s) parse; [volume] device {} is named by {place}", guard.files.len(), shown(device))),
+        Some(place) => Finding::pass(id, format!("{} fragment(s) parse; [volume] device {} is named by {place}", guard.files.len(), device)),
         None => Finding::warn(
             id,
-            format!("[volume] device {} is named by no fstab line, mount unit or cloud-init entry", shown(device)),
+            format!("[volume] device {} is named by no fstab line, mount unit or cloud-init entry", device),
         )
         .evidence(format!("fragments: {}", guard.files.join(", ")))
         .remedy("make sure the disk carries it (a label set when the disk is formatted), or name the device the image mounts"),
-    }
-}
-
-fn shown(device: &DeviceSpec) -> String {
-    match device {
-        DeviceSpec::Label(v) => format!("LABEL={v}"),
-        DeviceSpec::Uuid(v) => format!("UUID={v}"),
-        DeviceSpec::PartUuid(v) => format!("PARTUUID={v}"),
-        DeviceSpec::PartLabel(v) => format!("PARTLABEL={v}"),
-        DeviceSpec::Path(p) => p.display().to_string(),
     }
 }
 

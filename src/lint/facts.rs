@@ -3,21 +3,19 @@
 //! configs, the guard's fragments, containerd's config and the baked archives. Nothing is
 //! judged here; the rules ([`super::rules`], [`super::content`]) are pure.
 
-use crate::config::{trust, Settings};
+use crate::checks::volume::rules::mount_unit_name;
+use crate::config::{is_fragment, trust, Settings};
 use crate::containerd::config::{self as cd_config, ContainerdConfig};
 use crate::host::cloud_init::{self, Cloud};
 use crate::host::fstab;
 use crate::host::tree::Tree;
 use crate::host::units::{self, Unit};
+use crate::host::CONFIG_DIRS;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Config files (fstab, cloud-init, TOML) are small; a bigger one is not read.
 const TEXT_CAP: u64 = 1 << 20;
-const FRAGMENT_DIRS: [&str; 3] = [
-    "/usr/lib/containerd-guard/config.d",
-    "/run/containerd-guard/config.d",
-    "/etc/containerd-guard/config.d",
-];
 
 /// A unit as read: `Ok(None)` when the image has none of that name.
 pub type Loaded = Result<Option<Unit>, String>;
@@ -38,8 +36,8 @@ pub struct Image {
     pub kubeadm_units: Vec<Unit>,
     /// cloud-final.service, which runs a cloud config's `runcmd`.
     pub cloud_final: Loaded,
-    /// containerd's and each `k3s*`/`rke2*` unit, for the kill-mode rules.
-    pub kill_units: Vec<Unit>,
+    /// Each `k3s*`/`rke2*` unit (they run containerd themselves), for the kill-mode rules.
+    pub other_runtimes: Vec<Unit>,
     /// cloud-init's own unit is in the image.
     pub cloud_init_installed: bool,
     /// containerd's root: the volume.
@@ -85,33 +83,43 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         .read
         .as_ref()
         .map_or_else(|_| cd_config::DEFAULT_ROOT.into(), |c| c.root.clone());
-    let mount_unit_name = mount_unit_for(&volume);
-    let load = |name: &str| units::load(tree, name);
-    let mut kill_units: Vec<Unit> = units::services_named(tree, &["k3s", "rke2"])
-        .iter()
-        .filter_map(|n| load(n).ok().flatten())
-        .filter(|u| !u.masked)
-        .collect();
-    let containerd = load("containerd.service");
-    if let Ok(Some(u)) = &containerd {
-        kill_units.insert(0, u.clone());
-    }
-    let kubeadm_units = units::units_named(tree, |n| n.ends_with(".service"))
-        .iter()
-        .filter(|n| *n != "kubelet.service")
-        .filter_map(|n| load(n).ok().flatten())
-        .filter(|u| !u.masked && kubeadm_exec(u).is_some())
-        .collect();
+    let mount_unit_name = mount_unit_name(&volume);
+    // every service once: the kubeadm scan needs them all, the rules a few by name
+    let mut services: BTreeMap<String, Loaded> =
+        units::units_named(tree, |n| n.ends_with(".service"))
+            .into_iter()
+            .map(|n| {
+                let unit = units::load(tree, &n);
+                (n, unit)
+            })
+            .collect();
+    let readable = |wanted: &dyn Fn(&str, &Unit) -> bool| -> Vec<Unit> {
+        services
+            .iter()
+            .filter_map(|(n, l)| l.as_ref().ok()?.as_ref().filter(|u| wanted(n, u)))
+            .cloned()
+            .collect()
+    };
+    let other_runtimes =
+        readable(&|n, u| !u.masked && (n.starts_with("k3s") || n.starts_with("rke2")));
+    let kubeadm_units =
+        readable(&|n, u| n != "kubelet.service" && !u.masked && kubeadm_exec(u).is_some());
+    // a unit made only of drop-ins is in no listing: loaded by name
+    let mut take = |name: &str| {
+        services
+            .remove(name)
+            .unwrap_or_else(|| units::load(tree, name))
+    };
     let archives = archives(tree, &guard.settings, &containerd_config);
     Image {
-        containerd,
-        kubelet: load("kubelet.service"),
+        containerd: take("containerd.service"),
+        kubelet: take("kubelet.service"),
         kubeadm_units,
-        cloud_final: load("cloud-final.service"),
-        kill_units,
-        cloud_init_installed: matches!(load("cloud-init.service"), Ok(Some(_))),
+        cloud_final: take("cloud-final.service"),
+        other_runtimes,
+        cloud_init_installed: matches!(take("cloud-init.service"), Ok(Some(_))),
         volume,
-        mount_unit: load(&mount_unit_name),
+        mount_unit: units::load(tree, &mount_unit_name),
         mount_unit_name,
         fstab: text_source(tree, "/etc/fstab", |t| Ok(fstab::entries(t))),
         clouds: clouds(tree),
@@ -131,27 +139,6 @@ pub fn kubeadm_exec(u: &Unit) -> Option<&units::Assignment> {
         .iter()
         .flat_map(|k| u.list("Service", k))
         .find(|a| a.value.contains("kubeadm"))
-}
-
-/// systemd's name for the mount unit of `path` (`systemd-escape --path --suffix=mount`).
-pub fn mount_unit_for(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let trimmed = text.trim_matches('/');
-    if trimmed.is_empty() {
-        return "-.mount".into();
-    }
-    let mut out = String::new();
-    for (i, b) in trimmed.bytes().enumerate() {
-        match b {
-            b'/' => out.push('-'),
-            b'.' if i == 0 => out.push_str("\\x2e"),
-            b if b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b':' => {
-                out.push(b as char)
-            }
-            b => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out + ".mount"
 }
 
 fn text_source<T>(
@@ -201,9 +188,9 @@ fn user_data_cloud(text: &str) -> Result<Cloud, String> {
 /// judged as the guard judges its config, with the image's owner in root's place.
 fn guard_config(tree: &Tree) -> GuardConfig {
     let mut by_name: std::collections::BTreeMap<String, Option<String>> = Default::default();
-    for dir in FRAGMENT_DIRS {
+    for dir in CONFIG_DIRS {
         for name in tree.list(Path::new(dir)).unwrap_or_default() {
-            if !name.ends_with(".toml") || name.starts_with('.') {
+            if !is_fragment(&name) {
                 continue;
             }
             let path = format!("{dir}/{name}");

@@ -4,7 +4,7 @@
 
 use super::facts::{kubeadm_exec, Image};
 use super::order;
-use super::rules::unit;
+use super::rules::{gate, unit};
 use crate::report::{Finding, Id};
 
 const KUBELET_DROPIN: &str = "kubelet.service.d/10-containerd-guard.conf";
@@ -16,18 +16,12 @@ pub fn kubelet_gate(image: &Image) -> Finding {
         Ok(None) => return Finding::skip(id, "no kubelet.service in the image"),
         Err(f) => return f,
     };
-    match order::guard_exec(kubelet, "runtime") {
-        Some(a) => {
-            Finding::pass(id, format!("kubelet.service runs `{}`", a.value)).evidence(a.place())
-        }
-        None => Finding::fail(id, "kubelet starts without waiting for a usable runtime")
-            .evidence(order::why_no_guard(kubelet, "runtime", KUBELET_DROPIN))
-            .remedy(format!(
-                "install the package's /usr/lib/systemd/system/{KUBELET_DROPIN} (it runs \
-                 ExecStartPre=/usr/bin/guard runtime) and remove any mask or empty \
-                 ExecStartPre= that drops it"
-            )),
-    }
+    gate(
+        id,
+        kubelet,
+        ("runtime", "runtime", KUBELET_DROPIN),
+        "kubelet starts without waiting for a usable runtime",
+    )
 }
 
 pub fn kubelet_order(image: &Image) -> Finding {
@@ -43,7 +37,7 @@ pub fn kubelet_order(image: &Image) -> Finding {
             ));
         }
     }
-    for u in image.kubeadm_units.iter().filter(|u| !u.masked) {
+    for u in &image.kubeadm_units {
         let Some(exec) = kubeadm_exec(u) else {
             continue;
         };

@@ -16,7 +16,7 @@ mod kubelet;
 mod order;
 mod rules;
 
-pub use facts::{mount_unit_for, Image};
+pub use facts::Image;
 
 use crate::host::tree::Tree;
 use crate::host::units;

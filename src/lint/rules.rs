@@ -14,7 +14,7 @@ const CLOUD_INIT_UNITS: [&str; 2] = ["cloud-init.service", "cloud-init-network.s
 /// containerd's unit, or the finding that says why there is none to judge.
 fn containerd(image: &Image, id: Id) -> Result<&Unit, Finding> {
     unit(&image.containerd, id, "containerd.service").and_then(|u| {
-        u.ok_or_else(|| match image.kill_units.is_empty() {
+        u.ok_or_else(|| match image.other_runtimes.is_empty() {
             true => Finding::fail(id, "the image has no containerd.service").remedy(
                 "install containerd (its package ships containerd.service) before the guard",
             ),
@@ -43,16 +43,32 @@ pub fn guard_dropin(image: &Image) -> Finding {
         Ok(u) => u,
         Err(f) => return f,
     };
-    match order::guard_exec(cd, "volume") {
+    gate(
+        id,
+        cd,
+        ("volume", "volume --pre-start", CONTAINERD_DROPIN),
+        "containerd starts without the guard's volume check",
+    )
+}
+
+/// Whether `unit` runs the guard's gate (`guard SUBCOMMAND`, `command` in full, from the
+/// package's drop-in `dropin`): pass naming the line, else fail saying why it is not.
+pub(super) fn gate(
+    id: Id,
+    unit: &Unit,
+    (subcommand, command, dropin): (&str, &str, &str),
+    failing: &str,
+) -> Finding {
+    match order::guard_exec(unit, subcommand) {
         Some(a) => {
-            Finding::pass(id, format!("containerd.service runs `{}`", a.value)).evidence(a.place())
+            Finding::pass(id, format!("{} runs `{}`", unit.name, a.value)).evidence(a.place())
         }
-        None => Finding::fail(id, "containerd starts without the guard's volume check")
-            .evidence(order::why_no_guard(cd, "volume", CONTAINERD_DROPIN))
+        None => Finding::fail(id, failing)
+            .evidence(order::why_no_guard(unit, subcommand, dropin))
             .remedy(format!(
-                "install the package's /usr/lib/systemd/system/{CONTAINERD_DROPIN} (it runs \
-                 ExecStartPre=/usr/bin/guard volume --pre-start) and remove any mask or \
-                 empty ExecStartPre= that drops it"
+                "install the package's /usr/lib/systemd/system/{dropin} (it runs \
+                 ExecStartPre=/usr/bin/guard {command}) and remove any mask or empty \
+                 ExecStartPre= that drops it"
             )),
     }
 }
@@ -309,7 +325,12 @@ fn touching_volume(image: &Image) -> Vec<String> {
 }
 
 pub fn kill_mode(image: &Image) -> Finding {
-    let units = image.kill_units.iter().map(kill_mode::facts::of).collect();
+    let containerd = image.containerd.as_ref().ok().and_then(Option::as_ref);
+    let units = containerd
+        .into_iter()
+        .chain(&image.other_runtimes)
+        .map(kill_mode::facts::of)
+        .collect();
     let f = kill_mode::rules::evaluate(&kill_mode::facts::KillModeFacts::Units(units));
     Finding {
         id: Id::LintKillMode,
