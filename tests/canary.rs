@@ -248,7 +248,7 @@ fn c05_a_killed_guards_canary_is_removed_and_a_running_guards_is_left_alone() {
     let leftover = block_on("RunPodSandbox", start_canary_like_pod(&socket, dead_pid)).unwrap();
     // a guard running right now (a process whose comm is `guard`), in the middle of its own
     let running = n.t.path().join("guard");
-    std::fs::copy("/bin/sleep", &running).unwrap();
+    copy_executable(Path::new("/bin/sleep"), &running);
     let mut live = std::process::Command::new(&running)
         .arg("60")
         .spawn()

@@ -243,8 +243,7 @@ fn restart_then_drop(n: &Node, archive: &Path, mode: u32) -> PathBuf {
         mode,
         archive.display()
     );
-    std::fs::write(&p, body).unwrap();
-    chmod(&p, 0o755);
+    write_executable(&p, &body);
     p
 }
 

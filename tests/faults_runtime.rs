@@ -246,7 +246,7 @@ fn containerd_crashing_after_each_restart_spends_the_budget_then_terminal() {
     let broken = n.t.path().join("broken.toml");
     std::fs::write(&broken, "version = [\n").unwrap();
     let crash = n.t.path().join("restart-crashing");
-    write_script(
+    write_executable(
         &crash,
         &format!(
             "#!/bin/sh\necho \"restart $(date +%s.%N)\" >> '{d}/restarts.log'\n\
@@ -317,7 +317,7 @@ fn restart_command_hanging_is_killed_at_its_timeout() {
     let t = tempfile::tempdir().unwrap();
     let hanging = t.path().join("restart-hanging");
     let pids = t.path().join("pids");
-    write_script(
+    write_executable(
         &hanging,
         &format!(
             "#!/bin/sh\necho $$ >> '{}'\nexec sleep 600\n",
@@ -367,7 +367,7 @@ fn restart_command_failing_is_reported_with_its_exit_status_and_terminal() {
     let t = tempfile::tempdir().unwrap();
     let failing = t.path().join("restart-failing");
     let log = t.path().join("failing.log");
-    write_script(
+    write_executable(
         &failing,
         &format!(
             "#!/bin/sh\necho ran >> '{}'\necho 'Job for containerd.service failed' >&2\nexit 1\n",

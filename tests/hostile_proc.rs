@@ -90,7 +90,7 @@ fn start_hostiles(tree: &Path, volume: &Path) -> Vec<Hostile> {
     // A chroot (its own root directory) whose config names the host's volume as its root.
     let jail = dir.join("jail");
     std::fs::create_dir_all(jail.join("etc/containerd")).unwrap();
-    std::fs::copy(&exe, jail.join("containerd")).unwrap();
+    copy_executable(&exe, &jail.join("containerd"));
     std::fs::write(
         jail.join("etc/containerd/config.toml"),
         format!("version = 2\nroot = \"{}\"\n", volume.display()),

@@ -174,7 +174,7 @@ fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_rest
     let hanging = n.t.path().join("restart-hangs");
     // The first guard's restart command hangs (a `systemctl restart` stuck on a stop job),
     // so that guard lives on holding the repair lock.
-    write_script(
+    write_executable(
         &hanging,
         &format!(
             "#!/bin/sh\necho $$ > '{m}.tmp' && mv '{m}.tmp' '{m}'\nexec sleep 600\n",

@@ -427,16 +427,13 @@ fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
     // The kernel accepts connections into the backlog; nothing ever answers.
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let noop = t.path().join("restart-noop");
-    std::fs::write(
+    write_executable(
         &noop,
-        format!(
+        &format!(
             "#!/bin/sh\necho noop >> '{}/restarts.log'\n",
             t.path().display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&noop, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let cfg = t.write_guard_config_raw(&format!(
         "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nsocket = \"{}\"\nwait = \"1s\"\nrestart = [\"{}\"]\n\n\
          [remediation]\nrestart_budget = 1\nbackoff = \"1h\"\n\n[hold]\ntimeout = \"2s\"\n",
@@ -635,13 +632,10 @@ fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let log = t.path().join("restarts.log");
     let restart = t.path().join("restart-logged");
-    std::fs::write(
+    write_executable(
         &restart,
-        format!("#!/bin/sh\necho restart >> '{}'\n", log.display()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&restart, std::fs::Permissions::from_mode(0o755)).unwrap();
+        &format!("#!/bin/sh\necho restart >> '{}'\n", log.display()),
+    );
     // Nothing is mounted at containerd's root: phase 1 fails and containerd never starts.
     let cfg = t.write_guard_config_raw(&format!(
         "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"1s\"\nrestart = [\"{}\"]\n\n\
@@ -689,7 +683,7 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
     // lasts a second more while containerd is still the stale one, so every other guard is
     // surely started and trying meanwhile. Without the lock (or without re-probing after
     // taking it) they would all see a stale containerd and restart it again.
-    write_script(
+    write_executable(
         &slow,
         &format!(
             "#!/bin/sh\necho \"restart $$ $(date +%s.%N)\" >> '{}'\nsleep 1\nexec '{}'\n",
@@ -793,7 +787,7 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
     let script = n.t.path().join("restart-s16");
     // A restart command that hangs (like a `systemctl restart` stuck on a stop job): it
     // says it started, with its PID (kept by `exec`), then blocks.
-    write_script(
+    write_executable(
         &script,
         &format!(
             "#!/bin/sh\necho $$ > '{m}.tmp' && mv '{m}.tmp' '{m}'\nexec sleep 600\n",
@@ -877,7 +871,7 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
     drop(hung);
 
     // The operator fixes the restart command; the next guard takes the lock at once.
-    write_script(
+    write_executable(
         &script,
         &format!("#!/bin/sh\nexec '{}'\n", n.ctrd.restart_program().display()),
     );

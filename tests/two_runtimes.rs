@@ -113,7 +113,7 @@ fn a_guard_for_one_of_two_containerds_never_restarts_the_other() {
     let bin = a.t.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let calls = a.t.path().join("systemctl.calls");
-    write_script(
+    write_executable(
         &bin.join("systemctl"),
         &format!("#!/bin/sh\necho \"$*\" >> '{}'\n", calls.display()),
     );

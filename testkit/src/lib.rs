@@ -45,6 +45,7 @@ pub mod bounded;
 pub mod containerd;
 pub mod content;
 pub mod cri;
+pub mod executable;
 pub mod exporter;
 pub mod grpc_proxy;
 pub mod guard;
@@ -62,6 +63,7 @@ pub use containerd::{
     containerd_major_minor, containerd_tool, containerd_version, Containerd, CONTAINERD_DIR_ENV,
 };
 pub use content::ContentSnapshot;
+pub use executable::{copy_executable, write_executable};
 pub use exporter::NodeExporter;
 pub use guard::{guard_bin, Guard, Outcome, Running};
 pub use locks::{flock_holders, flock_is_free, KillOnDrop};

@@ -163,15 +163,6 @@ pub fn has_finding(out: &Outcome, id: &str) -> bool {
         .any(|f| f["id"] == id)
 }
 
-/// Writes an executable script, atomically (a rename), so it can replace one a config names.
-pub fn write_script(path: &Path, body: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = path.with_extension("new");
-    std::fs::write(&tmp, body).unwrap();
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
 /// Lines in a log file a restart script appends to (0 when it never ran).
 pub fn lines_in(path: &Path) -> usize {
     std::fs::read_to_string(path)

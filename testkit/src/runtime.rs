@@ -10,7 +10,6 @@ use containerd_guard::containerd::archive;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -437,9 +436,7 @@ impl Restartable {
                 ),
             ),
         ] {
-            let p = dir.join(name);
-            std::fs::write(&p, body).unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            super::write_executable(&dir.join(name), body);
         }
         let r = Restartable {
             dir,
