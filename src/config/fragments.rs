@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// `dirs` is ordered lowest precedence first. A missing directory is normal. An error
 /// names the path at fault and says what is wrong and the fix.
 pub fn find_fragments(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, String)> {
-    let mut by_name: BTreeMap<String, Option<PathBuf>> = BTreeMap::new();
+    let mut layers = Vec::new();
     for dir in dirs {
         let cannot = |e: io::Error| (dir.clone(), format!("cannot read: {e}"));
         let opened = match open_dir(dir) {
@@ -34,10 +34,18 @@ pub fn find_fragments(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, String
             if masked {
                 trust::judge_link(&path).map_err(|e| (path.clone(), e.to_string()))?;
             }
-            by_name.insert(name, (!masked).then_some(path));
+            layers.push((name, (!masked).then_some(path)));
         }
     }
-    Ok(by_name.into_values().flatten().collect())
+    Ok(effective(layers))
+}
+
+/// The precedence rule alone: `layers` lowest precedence first, each a file name with its
+/// path, or `None` where a mask removes the name. A later entry of the same name replaces
+/// an earlier one; the survivors come out in file-name order.
+pub fn effective<P>(layers: impl IntoIterator<Item = (String, Option<P>)>) -> Vec<P> {
+    let by_name: BTreeMap<String, Option<P>> = layers.into_iter().collect();
+    by_name.into_values().flatten().collect()
 }
 
 /// A file name the layered search reads: `*.toml`, not hidden.
@@ -64,6 +72,20 @@ fn is_mask(path: &Path) -> bool {
 mod tests {
     use super::*;
     use std::fs;
+
+    #[test]
+    fn the_rule_alone_later_wins_masks_remove_names_sort() {
+        let layer = |name: &str, path: Option<&'static str>| (name.to_string(), path);
+        let out = effective([
+            layer("b.toml", Some("/usr/b")),
+            layer("a.toml", Some("/usr/a")),
+            layer("c.toml", Some("/usr/c")),
+            layer("c.toml", None),
+            layer("a.toml", None),
+            layer("a.toml", Some("/etc/a")),
+        ]);
+        assert_eq!(out, vec!["/etc/a", "/usr/b"]);
+    }
 
     #[test]
     fn precedence_replacement_masking_and_order() {

@@ -10,7 +10,7 @@ mod schema;
 pub mod trust;
 pub mod units;
 
-pub use fragments::{find_fragments, is_fragment};
+pub use fragments::{effective, find_fragments, is_fragment};
 pub use schema::{
     ContainerdSettings, DeviceSpec, HoldSettings, MetricsSettings, OrphanSettings,
     RemediationSettings, SandboxSettings, Settings, VolumeSettings, DEFAULT_CONTAINERD_CONFIG,

@@ -244,32 +244,9 @@ fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
         "containerd.config" => s.containerd.config = abs_path(&k, v)?,
         "containerd.socket" => s.containerd.socket = Some(abs_path(&k, v)?),
         "containerd.wait" => s.containerd.wait = duration(&k, v)?,
-        "containerd.restart" => {
-            let argv = strings(&k, v)?;
-            if argv.is_empty() || argv[0].is_empty() {
-                return Err((k, "must name a program, e.g. [\"systemctl\", \"restart\", \"containerd.service\"]".into()));
-            }
-            s.containerd.restart = argv;
-        }
-        "containerd.restart_timeout" => {
-            let d = duration(&k, v)?;
-            if d.is_zero() {
-                return Err((
-                    k,
-                    "must be more than 0s (the restart command is killed after it)".into(),
-                ));
-            }
-            s.containerd.restart_timeout = d;
-        }
-        "volume.device" => {
-            let text = string(&k, v)?;
-            s.volume.device = Some(DeviceSpec::parse(&text).ok_or_else(|| {
-                (
-                    k.clone(),
-                    format!("{text:?} is not a device; use LABEL=, UUID=, PARTUUID=, PARTLABEL= or a /dev/... path"),
-                )
-            })?);
-        }
+        "containerd.restart" => s.containerd.restart = program(&k, v)?,
+        "containerd.restart_timeout" => s.containerd.restart_timeout = restart_timeout(&k, v)?,
+        "volume.device" => s.volume.device = Some(device(&k, v)?),
         "volume.fstypes" => s.volume.fstypes = nonempty_names(&k, v)?,
         "volume.allow" => s.volume.allow = names(&k, v)?,
         "volume.min_free" => s.volume.min_free = size(&k, v)?,
@@ -277,27 +254,8 @@ fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
         "volume.wait" => s.volume.wait = duration(&k, v)?,
         "volume.mount" => s.volume.mount = boolean(&k, v)?,
         "volume.warn_margin" => s.volume.warn_margin = percentage_points(&k, v, 50)?,
-        "sandbox.image" => {
-            let image = string(&k, v)?;
-            if image.trim().is_empty() || image.contains(char::is_whitespace) {
-                return Err((
-                    k,
-                    format!(
-                        "{image:?} is not an image reference, e.g. \"registry.k8s.io/pause:3.6\""
-                    ),
-                ));
-            }
-            s.sandbox.image = Some(image);
-        }
-        "sandbox.archives" => {
-            s.sandbox.archives = match v {
-                Value::Array(items) => items
-                    .iter()
-                    .map(|item| abs_path(&k, item))
-                    .collect::<Result<_, _>>()?,
-                _ => return Err(wrong_type(&k, v, "a list of absolute paths")),
-            }
-        }
+        "sandbox.image" => s.sandbox.image = Some(image_reference(&k, v)?),
+        "sandbox.archives" => s.sandbox.archives = abs_paths(&k, v)?,
         "sandbox.pull" => s.sandbox.pull = boolean(&k, v)?,
         "sandbox.pull_timeout" => s.sandbox.pull_timeout = duration(&k, v)?,
         "sandbox.pull_attempts" => s.sandbox.pull_attempts = positive(&k, v)?,

@@ -4,7 +4,7 @@
 //! judged here; the rules ([`super::rules`], [`super::content`]) are pure.
 
 use crate::checks::volume::rules::mount_unit_name;
-use crate::config::{is_fragment, trust, Settings};
+use crate::config::{effective, is_fragment, trust, Settings};
 use crate::containerd::config::{self as cd_config, ContainerdConfig};
 use crate::host::cloud_init::{self, Cloud};
 use crate::host::fstab;
@@ -183,11 +183,11 @@ fn user_data_cloud(text: &str) -> Result<Cloud, String> {
     cloud_init::parse(text)
 }
 
-/// The guard's fragments as the guard itself finds them ([`crate::config::find_fragments`]'s
-/// rules: a later directory's file of the same name wins, a `/dev/null` link masks), each
+/// The guard's fragments as the guard itself finds them ([`effective`]: a later directory's
+/// file of the same name wins, a `/dev/null` link masks), each
 /// judged as the guard judges its config, with the image's owner in root's place.
 fn guard_config(tree: &Tree) -> GuardConfig {
-    let mut by_name: std::collections::BTreeMap<String, Option<String>> = Default::default();
+    let mut layers = Vec::new();
     for dir in CONFIG_DIRS {
         for name in tree.list(Path::new(dir)).unwrap_or_default() {
             if !is_fragment(&name) {
@@ -199,11 +199,11 @@ fn guard_config(tree: &Tree) -> GuardConfig {
                 .ok()
                 .flatten()
                 .is_some_and(|t| t == Path::new("/dev/null"));
-            by_name.insert(name, (!mask).then_some(path));
+            layers.push((name, (!mask).then_some(path)));
         }
     }
     let mut out = GuardConfig::default();
-    for file in by_name.into_values().flatten() {
+    for file in effective(layers) {
         match fragment_text(tree, &file) {
             Ok(text) => match crate::config::apply_fragment(&mut out.settings, &text) {
                 Ok(_) => {}

@@ -46,6 +46,14 @@ pub(super) fn optional_path(key: &str, v: &Value) -> Result<Option<PathBuf>, Pro
     }
 }
 
+/// A list of absolute paths.
+pub(super) fn abs_paths(key: &str, v: &Value) -> Result<Vec<PathBuf>, Problem> {
+    match v {
+        Value::Array(items) => items.iter().map(|item| abs_path(key, item)).collect(),
+        _ => Err(wrong_type(key, v, "a list of absolute paths")),
+    }
+}
+
 pub(super) fn strings(key: &str, v: &Value) -> Result<Vec<String>, Problem> {
     match v {
         Value::Array(items) => items.iter().map(|i| string(key, i)).collect(),
@@ -189,4 +197,52 @@ pub(super) fn percentage_points(key: &str, v: &Value, max: u8) -> Result<u8, Pro
             ),
         )),
     }
+}
+
+/// A command as argv, whose first word names the program.
+pub(super) fn program(key: &str, v: &Value) -> Result<Vec<String>, Problem> {
+    let argv = strings(key, v)?;
+    if argv.first().is_none_or(String::is_empty) {
+        return Err((
+            key.to_string(),
+            "must name a program, e.g. [\"systemctl\", \"restart\", \"containerd.service\"]".into(),
+        ));
+    }
+    Ok(argv)
+}
+
+pub(super) fn restart_timeout(key: &str, v: &Value) -> Result<Duration, Problem> {
+    let d = duration(key, v)?;
+    if d.is_zero() {
+        return Err((
+            key.to_string(),
+            "must be more than 0s (the restart command is killed after it)".into(),
+        ));
+    }
+    Ok(d)
+}
+
+pub(super) fn device(key: &str, v: &Value) -> Result<DeviceSpec, Problem> {
+    let text = string(key, v)?;
+    DeviceSpec::parse(&text).ok_or_else(|| {
+        (
+            key.to_string(),
+            format!(
+                "{text:?} is not a device; use LABEL=, UUID=, PARTUUID=, PARTLABEL= or a /dev/... path"
+            ),
+        )
+    })
+}
+
+/// An image reference: not empty, no whitespace (containerd would refuse it later, at
+/// the worst moment).
+pub(super) fn image_reference(key: &str, v: &Value) -> Result<String, Problem> {
+    let image = string(key, v)?;
+    if image.trim().is_empty() || image.contains(char::is_whitespace) {
+        return Err((
+            key.to_string(),
+            format!("{image:?} is not an image reference, e.g. \"registry.k8s.io/pause:3.6\""),
+        ));
+    }
+    Ok(image)
 }
