@@ -192,6 +192,7 @@ impl Command {
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        // --help and --version print to stdout and succeed; a usage error exits 2
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
@@ -213,53 +214,60 @@ pub fn main() -> i32 {
         // an image, not this host: no host configuration is loaded
         return lint::run(root, user_data.as_deref(), *warn_is_error, cli.json) as i32;
     }
+    match context(&cli, npd) {
+        Ok(ctx) => dispatch(&ctx, cli.command),
+        Err(exit) => exit,
+    }
+}
+
+/// This host and the guard's configuration; a configuration error ends the run here.
+fn context(cli: &Cli, npd: bool) -> Result<Context, i32> {
     let host = Host::at(&cli.host_root).with_sysroot(&cli.sysroot);
     let loaded = tracing::debug_span!("config")
         .in_scope(|| crate::config::load(&host, cli.config.as_deref()));
     let loaded = match loaded {
         Ok(loaded) => loaded,
-        Err(e) if npd => return verify::npd_unknown(&format!("configuration error: {e}")),
-        Err(e) => return config_error(&e),
+        Err(e) if npd => return Err(verify::npd_unknown(&format!("configuration error: {e}"))),
+        Err(e) => return Err(config_error(&e)),
     };
-    let ctx = Context {
+    Ok(Context {
         host,
         loaded,
         json: cli.json,
         command: cli.command.name(),
         npd,
         started: std::time::Instant::now(),
-    };
-    let exit = match cli.command {
-        Command::Volume { pre_start } => {
-            with_containerd(&ctx, |cd| volume::run(&ctx, cd, pre_start))
-        }
+    })
+}
+
+fn dispatch(ctx: &Context, command: Command) -> i32 {
+    let exit = match command {
+        Command::Volume { pre_start } => with_containerd(ctx, |cd| volume::run(ctx, cd, pre_start)),
         Command::Verify {
             npd: true, timeout, ..
-        } => return verify::npd(&ctx, timeout),
+        } => return verify::npd(ctx, timeout),
         Command::Verify {
             repair,
             force,
             dry_run,
             deep,
             ..
-        } => with_containerd(&ctx, |cd| {
-            verify::run(
-                &ctx,
-                cd,
-                verify::Flags {
-                    repair,
-                    force,
-                    dry_run,
-                    deep,
-                },
-            )
-        }),
-        Command::Hygiene { dry_run } => with_containerd(&ctx, |cd| hygiene::run(&ctx, cd, dry_run)),
-        Command::Runtime { force } => with_containerd(&ctx, |cd| runtime::run(&ctx, cd, force)),
-        Command::Status => status::run(&ctx),
-        Command::Reset => reset::run(&ctx),
-        Command::Config => config::run(&ctx),
-        Command::Lint { .. } => unreachable!("dispatched above"),
+        } => {
+            let flags = verify::Flags {
+                repair,
+                force,
+                dry_run,
+                deep,
+            };
+            with_containerd(ctx, |cd| verify::run(ctx, cd, flags))
+        }
+        Command::Hygiene { dry_run } => with_containerd(ctx, |cd| hygiene::run(ctx, cd, dry_run)),
+        Command::Runtime { force } => with_containerd(ctx, |cd| runtime::run(ctx, cd, force)),
+        Command::Status => status::run(ctx),
+        Command::Reset => reset::run(ctx),
+        Command::Config => config::run(ctx),
+        // needs no host context; main runs it before reading any
+        Command::Lint { .. } => Exit::Usage,
     };
     exit as i32
 }

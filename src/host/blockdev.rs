@@ -125,33 +125,40 @@ fn scan_sysfs(host: &Host, spec: &DeviceSpec, link: &Path) -> Lookup {
             continue;
         };
         let node = Path::new("/dev").join(devname(&sys).unwrap_or_else(|| name.clone()));
-        let hit = match spec {
-            DeviceSpec::Label(want) => read_identity(&host.path(&node))
-                .ok()
-                .flatten()
-                .is_some_and(|id| &id.label == want),
-            DeviceSpec::Uuid(want) => read_identity(&host.path(&node))
-                .ok()
-                .flatten()
-                .is_some_and(|id| &id.uuid == want),
-            DeviceSpec::PartUuid(want) => {
-                partition_of(host, &sys).is_some_and(|p| &p.partuuid == want)
-            }
-            DeviceSpec::PartLabel(want) => {
-                partition_of(host, &sys).is_some_and(|p| p.partlabel.as_ref() == Some(want))
-            }
-            DeviceSpec::Path(_) => false,
-        };
-        if hit {
+        if carries(host, spec, &sys, &node) {
             matches.push((dev, node));
         }
     }
+    scanned(spec, link, names.len(), matches)
+}
+
+/// Whether the device at `sys` (its node `node`) carries `spec`.
+fn carries(host: &Host, spec: &DeviceSpec, sys: &Path, node: &Path) -> bool {
+    let identity = || read_identity(&host.path(node)).ok().flatten();
+    match spec {
+        DeviceSpec::Label(want) => identity().is_some_and(|id| &id.label == want),
+        DeviceSpec::Uuid(want) => identity().is_some_and(|id| &id.uuid == want),
+        DeviceSpec::PartUuid(want) => partition_of(host, sys).is_some_and(|p| &p.partuuid == want),
+        DeviceSpec::PartLabel(want) => {
+            partition_of(host, sys).is_some_and(|p| p.partlabel.as_ref() == Some(want))
+        }
+        DeviceSpec::Path(_) => false,
+    }
+}
+
+/// The scan's answer: one device carrying `spec` is found; none is absent; several is
+/// refused rather than guessed.
+fn scanned(
+    spec: &DeviceSpec,
+    link: &Path,
+    devices: usize,
+    mut matches: Vec<(DevNum, PathBuf)>,
+) -> Lookup {
     match matches.len() {
         0 => Lookup::Absent {
             looked: format!(
-                "no udev link {} and none of {} block devices carries {spec}",
+                "no udev link {} and none of {devices} block devices carries {spec}",
                 link.display(),
-                names.len()
             ),
         },
         1 => {

@@ -130,22 +130,23 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
     }
     let mut report = Report::new(acted);
     report.extend(evaluate(&settings.volume, &facts, plan.phase));
+    recorded(plan, state, report)
+}
+
+/// The report as `plan` says: recorded in the state directory (always, only a pass, or
+/// never), and turned into warnings where the run only advises.
+fn recorded(plan: Plan, state: Result<StateDir, StateError>, report: Report) -> Report {
     let passed = report.verdict() == crate::report::Verdict::Usable;
     match plan.record {
         Record::Always => record(state, &report),
         Record::OnlyAPass if passed => record(state, &report),
         Record::OnlyAPass | Record::Never => {}
     }
-    if plan.advisory {
-        report = Report::new(
-            report
-                .findings
-                .into_iter()
-                .map(|f| f.only_warns(ADOPTED))
-                .collect(),
-        );
+    if !plan.advisory {
+        return report;
     }
-    report
+    let findings = report.findings.into_iter();
+    Report::new(findings.map(|f| f.only_warns(ADOPTED)).collect())
 }
 
 /// One journal line on which check this is and why: the first thing an operator reading

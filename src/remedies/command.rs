@@ -57,26 +57,11 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Comm
             prog: prog.clone(),
             source,
         })?;
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
+    let (out, err) = (child.stdout.take(), child.stderr.take());
     let collect = async {
-        use tokio::io::AsyncReadExt;
-        let mut o = Vec::new();
-        let mut e = Vec::new();
         // Both pipes at once: a command that fills stderr first must not block on it.
-        let read_out = async {
-            if let Some(s) = out.as_mut() {
-                let _ = s.read_to_end(&mut o).await;
-            }
-        };
-        let read_err = async {
-            if let Some(s) = err.as_mut() {
-                let _ = s.read_to_end(&mut e).await;
-            }
-        };
-        tokio::join!(read_out, read_err);
-        let status = child.wait().await;
-        (status, o, e)
+        let (o, e) = tokio::join!(kept_tail(out), kept_tail(err));
+        (child.wait().await, o, e)
     };
     let command = argv.join(" ");
     let (status, o, e) =
@@ -86,20 +71,11 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Comm
                 command: command.clone(),
                 after: timeout,
             })?;
-    let text = format!(
+    let tail = last_lines(&format!(
         "{}{}",
         String::from_utf8_lossy(&o),
         String::from_utf8_lossy(&e)
-    );
-    let tail: String = text
-        .lines()
-        .rev()
-        .take(3)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect::<Vec<_>>()
-        .join(" | ");
+    ));
     match status {
         Ok(s) if s.success() => Ok(format!("`{command}` exited 0{}", said(&tail))),
         Ok(status) => Err(CommandError::Failed {
@@ -109,6 +85,38 @@ pub async fn run_argv(argv: &[String], timeout: Duration) -> Result<String, Comm
         }),
         Err(source) => Err(CommandError::Wait { command, source }),
     }
+}
+
+/// The most of a command's output kept: its end, which is where the reason is. The rest
+/// is read and dropped, so a chatty command neither blocks on its pipe nor grows the
+/// guard's memory.
+const OUTPUT_KEPT: usize = 16 * 1024;
+
+async fn kept_tail(stream: Option<impl tokio::io::AsyncRead + Unpin>) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let Some(mut stream) = stream else {
+        return Vec::new();
+    };
+    let (mut kept, mut chunk) = (Vec::new(), [0u8; 4096]);
+    while let Ok(n @ 1..) = stream.read(&mut chunk).await {
+        kept.extend_from_slice(&chunk[..n]);
+        if kept.len() > OUTPUT_KEPT {
+            kept.drain(..kept.len() - OUTPUT_KEPT);
+        }
+    }
+    kept
+}
+
+/// The last three lines, each cut at 240 characters, joined on one line for a finding's
+/// evidence.
+fn last_lines(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = |line: &&str| match line.char_indices().nth(240) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line.to_string(),
+    };
+    let last = &lines[lines.len().saturating_sub(3)..];
+    last.iter().map(cut).collect::<Vec<_>>().join(" | ")
 }
 
 /// Whether the restart command is tied to the containerd proven stale.
@@ -349,6 +357,20 @@ mod tests {
         let err = err.to_string();
         assert!(err.contains("failed (exit status: 1)"), "{err}");
         assert!(err.contains("Job failed"), "{err}");
+    }
+
+    #[test]
+    fn a_chatty_command_is_read_to_its_end_and_only_the_end_is_kept() {
+        let out = block_on(run_argv(
+            &argv("head -c 8000000 /dev/zero | tr '\\0' x; echo; echo 'the reason' >&2"),
+            Duration::from_secs(30),
+        ))
+        .unwrap();
+        assert!(out.ends_with("x... | the reason"), "{out}");
+        assert!(out.len() < 400, "{out}");
+        let big = vec![b'x'; 3 * OUTPUT_KEPT + 5];
+        let kept = block_on(kept_tail(Some(&big[..])));
+        assert_eq!(kept.len(), OUTPUT_KEPT);
     }
 
     #[test]

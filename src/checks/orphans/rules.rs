@@ -133,23 +133,10 @@ pub fn evaluate(f: Option<&OrphanFacts>, blocking: bool) -> (Finding, Vec<Condem
         orphans.len(),
         by_cgroup.len()
     );
-    let fix = if f.reap {
-        "`guard hygiene` (or `guard verify --repair`) kills exactly these cgroups; never \
-         restart containerd for them (it does not help)"
-    } else {
-        "[orphans] reap = false: kill the container cgroup by hand (freeze, SIGKILL its \
-         cgroup.procs, thaw; v2: echo 1 > cgroup.kill), then remove it"
-    };
-    let mut fix = fix.to_string();
-    if !spared.is_empty() {
-        fix = format!("{fix}; {SPARED_FIX}");
-    }
     // A cgroup with a process whose open files could not be read is not killed: the
     // guard cannot say what it holds, and the safe answer is to leave it.
     let readable = |procs: &Vec<&PodProcess>| procs.iter().all(|p| p.unread.is_none());
-    if !by_cgroup.values().all(readable) {
-        fix = format!("{fix}. {UNREAD_FIX}");
-    }
+    let fix = orphans_fix(f.reap, !spared.is_empty(), by_cgroup.values().all(readable));
     let finding = Finding::with_status(ID, status, summary).remedy(fix);
     let lines = orphans.iter().map(|p| describe(f, p)).chain(spared_lines);
     let finding = lines.fold(finding, Finding::evidence);
@@ -157,17 +144,41 @@ pub fn evaluate(f: Option<&OrphanFacts>, blocking: bool) -> (Finding, Vec<Condem
         true => by_cgroup
             .into_iter()
             .filter(|(_, procs)| readable(procs))
-            .map(|(cgroup, ps)| Condemned {
-                cgroup: cgroup.to_string(),
-                processes: ps
-                    .iter()
-                    .map(|p| (p.info.pid, p.info.start_ticks))
-                    .collect(),
-            })
+            .map(|(cgroup, procs)| condemned(cgroup, &procs))
             .collect(),
         false => Vec::new(),
     };
     (finding, reap)
+}
+
+fn orphans_fix(reap: bool, some_spared: bool, all_readable: bool) -> String {
+    let mut fix = if reap {
+        "`guard hygiene` (or `guard verify --repair`) kills exactly these cgroups; never \
+         restart containerd for them (it does not help)"
+    } else {
+        "[orphans] reap = false: kill the container cgroup by hand (freeze, SIGKILL its \
+         cgroup.procs, thaw; v2: echo 1 > cgroup.kill), then remove it"
+    }
+    .to_string();
+    if some_spared {
+        fix = format!("{fix}; {SPARED_FIX}");
+    }
+    if !all_readable {
+        fix = format!("{fix}. {UNREAD_FIX}");
+    }
+    fix
+}
+
+/// A cgroup to kill, with each process as judged (pid and start time, checked again
+/// before the kill).
+fn condemned(cgroup: &str, procs: &[&PodProcess]) -> Condemned {
+    Condemned {
+        cgroup: cgroup.to_string(),
+        processes: procs
+            .iter()
+            .map(|p| (p.info.pid, p.info.start_ticks))
+            .collect(),
+    }
 }
 
 const SPARED_FIX: &str = "the processes left alone are another runtime's to manage (a second \

@@ -32,6 +32,25 @@ pub struct Observation {
     pub eviction: Option<EvictionFacts>,
 }
 
+impl Observation {
+    /// containerd did not answer: none of the families that ask it were looked at.
+    pub fn unanswered(
+        runtime: RuntimeFacts,
+        kill_mode: KillModeFacts,
+        eviction: Option<EvictionFacts>,
+    ) -> Self {
+        Observation {
+            runtime,
+            stale: None,
+            sandbox_image: None,
+            leaked_tasks: None,
+            orphans: None,
+            kill_mode,
+            eviction,
+        }
+    }
+}
+
 /// The families a run covers (each command's list is its `Mode` constant). Whether
 /// containerd answers is part of every run: nothing else can be looked at without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod looks;
+use looks::when_covered;
 mod target;
 pub use target::Target;
 
@@ -230,31 +231,17 @@ impl World for Node<'_> {
                     waited: waited(),
                     path_fault: runtime::probe_socket(&socket),
                 };
-                return Observation {
-                    runtime,
-                    stale: None,
-                    sandbox_image: None,
-                    leaked_tasks: None,
-                    orphans: None,
-                    kill_mode,
-                    eviction,
-                };
-            }
-        };
-        let stale = async {
-            match scope.looks_at(Family::Stale) {
-                true => Some(self.stale_look(&socket).await),
-                false => None,
+                return Observation::unanswered(runtime, kill_mode, eviction);
             }
         };
         // The families ask containerd concurrently (one HTTP/2 channel): a look costs the
         // slowest family's round trips, not the sum of all of them.
-        let image = async {
-            match scope.looks_at(Family::SandboxImage) {
-                true => Some(sandbox_image::gather(&conn, &self.target.image).await),
-                false => None,
-            }
-        };
+        let stale = when_covered(scope, Family::Stale, self.stale_look(&socket));
+        let image = when_covered(
+            scope,
+            Family::SandboxImage,
+            sandbox_image::gather(&conn, &self.target.image),
+        );
         let hygiene = async {
             match scope.looks_at(Family::LeakedTasks) || scope.looks_at(Family::Orphans) {
                 true => self.hygiene_looks(&conn).await,

@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// `look`, when the run covers `family`; otherwise it is never started.
+pub(super) async fn when_covered<T>(
+    scope: Scope,
+    family: Family,
+    look: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match scope.looks_at(family) {
+        true => Some(look.await),
+        false => None,
+    }
+}
+
 impl Node<'_> {
     /// The families read from files only (systemd units, kubelet's configuration), before
     /// containerd is asked anything.
