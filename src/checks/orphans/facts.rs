@@ -239,17 +239,37 @@ fn unread_reason(pid: i32, stuck: Option<&proc::StuckAt>) -> String {
     }
 }
 
+/// The most of a pod's TCP table read: the kernel lists listening sockets before the
+/// connections, and a pod with a million connections must not cost megabytes here.
+const TCP_TABLE_CAP: u64 = 1 << 20;
+
 fn listeners(host: &Host, pid: i32, sockets: &[u64]) -> Vec<String> {
     let mut out = Vec::new();
     for table in ["tcp", "tcp6"] {
-        let text = std::fs::read_to_string(host.proc(format!("{pid}/net/{table}")));
-        for l in proc::parse_tcp_listeners(&text.unwrap_or_default()) {
+        let text = tcp_table_head(&host.proc(format!("{pid}/net/{table}")));
+        for l in proc::parse_tcp_listeners(&text) {
             if sockets.contains(&l.inode) {
                 out.push(format!("{table} {}", l.address));
             }
         }
     }
     out
+}
+
+/// The whole lines among the first [`TCP_TABLE_CAP`] bytes of a `/proc/PID/net/tcp*`.
+fn tcp_table_head(path: &Path) -> String {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read =
+        std::fs::File::open(path).and_then(|f| f.take(TCP_TABLE_CAP).read_to_end(&mut bytes));
+    if read.is_err() {
+        return String::new();
+    }
+    let whole = bytes
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |at| at + 1);
+    String::from_utf8_lossy(&bytes[..whole]).into_owned()
 }
 
 /// A process in a condemned cgroup as it is right before the kill (read again from
@@ -277,4 +297,26 @@ pub fn as_they_are(host: &Host, pids: &[i32]) -> Vec<ProcNow> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_tcp_table_is_read_to_its_cap_in_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("tcp");
+        let line = "   0: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 100 0 0 10 0\n";
+        let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        let copies = 2 * TCP_TABLE_CAP as usize / line.len();
+        std::fs::write(&table, format!("{header}{}", line.repeat(copies))).unwrap();
+        let head = tcp_table_head(&table);
+        assert!(head.len() as u64 <= TCP_TABLE_CAP);
+        assert!(head.len() as u64 > TCP_TABLE_CAP - line.len() as u64);
+        assert!(head.ends_with('\n'));
+        let listeners = proc::parse_tcp_listeners(&head);
+        assert_eq!(listeners.len(), head.lines().count() - 1);
+        assert_eq!(tcp_table_head(&dir.path().join("gone")), "");
+    }
 }
