@@ -151,6 +151,22 @@ pub fn read_at_most(reader: impl std::io::Read, cap: u64) -> std::io::Result<Opt
     Ok((data.len() as u64 <= cap).then_some(data))
 }
 
+/// The whole lines among the first `cap` bytes of `path`, for a `/proc` file whose length
+/// a process controls (its mounts, its sockets): a line the cap cuts is dropped.
+pub fn read_head_lines(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(cap)
+        .read_to_end(&mut bytes)?;
+    let whole = bytes
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |at| at + 1);
+    bytes.truncate(whole);
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

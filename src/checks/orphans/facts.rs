@@ -7,7 +7,7 @@ use crate::checks::workloads::Workloads;
 use crate::host::cgroup::{container_cgroup_of, ContainerCgroup};
 use crate::host::mountinfo::MountTable;
 use crate::host::proc::{self, ProcInfo};
-use crate::host::Host;
+use crate::host::{read_head_lines, Host};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -122,15 +122,11 @@ const MOUNTINFO_CAP: u64 = 256 << 10;
 /// The directories the root filesystem of `pid` is made of, from its `mountinfo` (read
 /// bounded; a payload controls how many mounts it has). Empty when unknown.
 fn root_dirs(host: &Host, pid: i32) -> Vec<PathBuf> {
-    use std::io::Read;
-    let mut text = String::new();
-    let read = std::fs::File::open(host.proc(format!("{pid}/mountinfo")))
-        .and_then(|f| f.take(MOUNTINFO_CAP).read_to_string(&mut text));
-    if read.is_err() {
+    let head = read_head_lines(&host.proc(format!("{pid}/mountinfo")), MOUNTINFO_CAP);
+    let Some(whole_lines) = head.ok().and_then(|b| String::from_utf8(b).ok()) else {
         return Vec::new();
-    }
-    let whole_lines = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-    let Some(root) = MountTable::parse(whole_lines)
+    };
+    let Some(root) = MountTable::parse(&whole_lines)
         .ok()
         .and_then(|t| t.root().cloned())
     else {
@@ -246,30 +242,14 @@ const TCP_TABLE_CAP: u64 = 1 << 20;
 fn listeners(host: &Host, pid: i32, sockets: &[u64]) -> Vec<String> {
     let mut out = Vec::new();
     for table in ["tcp", "tcp6"] {
-        let text = tcp_table_head(&host.proc(format!("{pid}/net/{table}")));
-        for l in proc::parse_tcp_listeners(&text) {
+        let head = read_head_lines(&host.proc(format!("{pid}/net/{table}")), TCP_TABLE_CAP);
+        for l in proc::parse_tcp_listeners(&String::from_utf8_lossy(&head.unwrap_or_default())) {
             if sockets.contains(&l.inode) {
                 out.push(format!("{table} {}", l.address));
             }
         }
     }
     out
-}
-
-/// The whole lines among the first [`TCP_TABLE_CAP`] bytes of a `/proc/PID/net/tcp*`.
-fn tcp_table_head(path: &Path) -> String {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let read =
-        std::fs::File::open(path).and_then(|f| f.take(TCP_TABLE_CAP).read_to_end(&mut bytes));
-    if read.is_err() {
-        return String::new();
-    }
-    let whole = bytes
-        .iter()
-        .rposition(|b| *b == b'\n')
-        .map_or(0, |at| at + 1);
-    String::from_utf8_lossy(&bytes[..whole]).into_owned()
 }
 
 /// A process in a condemned cgroup as it is right before the kill (read again from
@@ -311,12 +291,12 @@ mod tests {
         let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
         let copies = 2 * TCP_TABLE_CAP as usize / line.len();
         std::fs::write(&table, format!("{header}{}", line.repeat(copies))).unwrap();
-        let head = tcp_table_head(&table);
+        let head = String::from_utf8(read_head_lines(&table, TCP_TABLE_CAP).unwrap()).unwrap();
         assert!(head.len() as u64 <= TCP_TABLE_CAP);
         assert!(head.len() as u64 > TCP_TABLE_CAP - line.len() as u64);
         assert!(head.ends_with('\n'));
         let listeners = proc::parse_tcp_listeners(&head);
         assert_eq!(listeners.len(), head.lines().count() - 1);
-        assert_eq!(tcp_table_head(&dir.path().join("gone")), "");
+        assert!(read_head_lines(&dir.path().join("gone"), TCP_TABLE_CAP).is_err());
     }
 }
