@@ -193,24 +193,21 @@ fn ci_run(vm_run: Option<u32>, ci: Option<&str>) -> std::process::Output {
     for dir in [".ci", "scripts", "vm-tests"] {
         std::fs::create_dir(root.join(dir)).unwrap();
     }
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run"),
-        root.join(".ci/run"),
-    )
-    .unwrap();
+    copy_executable(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run"),
+        &root.join(".ci/run"),
+    );
+    // .ci/run runs both stand-ins, so they are made as every program a test runs is
+    // (testkit::executable: no ETXTBSY); a mode other than 0755 is set afterwards.
     let script = |path: &str, body: &str, mode: u32| {
-        std::fs::write(root.join(path), body).unwrap();
+        write_executable(&root.join(path), body);
         std::fs::set_permissions(root.join(path), std::fs::Permissions::from_mode(mode)).unwrap();
     };
     script("scripts/test", "#!/bin/sh\nexit 0\n", 0o755);
     if let Some(mode) = vm_run {
         script("vm-tests/run", "#!/bin/sh\necho vm-tests ran\n", mode);
     }
-    // Through bash rather than exec'ing the copy: a fork by another test thread while
-    // the copy was open for writing would make exec fail with ETXTBSY (a kernel race,
-    // not a failure of .ci/run). bash only reads it.
-    let mut cmd = std::process::Command::new("bash");
-    cmd.arg(root.join(".ci/run"));
+    let mut cmd = std::process::Command::new(root.join(".ci/run"));
     cmd.env_remove("CI").env_remove("GUARD_SKIP_VM_TESTS");
     if let Some(ci) = ci {
         cmd.env("CI", ci);
