@@ -1041,6 +1041,8 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
     );
     promtool_check(&textfile);
     let repaired = std::fs::read_to_string(&textfile).unwrap();
+    a_failing_verify_outlives_a_hygiene_run(&n, &extra, &exporter);
+    let cfg = n.config(&n.ctrd.restart_program(), &extra);
 
     // Stale again with the budget spent: terminal.
     n.ctrd.stop();
@@ -1075,6 +1077,28 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         "the verdict is the checks' (stale): {}",
         v.dump()
     );
+}
+
+/// A verify that fails a check hygiene does not cover (`runtime.network`, required),
+/// then hygiene, which passes: the node stays not usable, the failing series stays.
+fn a_failing_verify_outlives_a_hygiene_run(n: &Node, extra: &str, exporter: &NodeExporter) {
+    let strict = format!("{extra}[hold]\nrequire_network = true\n");
+    let cfg = n.config(&n.ctrd.restart_program(), &strict);
+    Guard::with_config(&cfg)
+        .run(&["--json", "verify"])
+        .expect(1, "runtime.network", "fail");
+    let hygiene = Guard::with_config(&cfg).run(&["hygiene"]);
+    assert_eq!(hygiene.code, 0, "{}", hygiene.dump());
+    let scraped = exporter.scrape();
+    for line in [
+        "containerd_guard_usable 0",
+        "containerd_guard_check{id=\"runtime.network\",status=\"fail\"} 1",
+    ] {
+        assert!(
+            scraped.lines().any(|l| l == line),
+            "no {line:?} after hygiene in\n{scraped}"
+        );
+    }
 }
 
 /// The package's alert rules over the textfiles this guard wrote (`alert_rules`): the

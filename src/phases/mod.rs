@@ -129,13 +129,17 @@ pub fn publish_metrics(
         unix: crate::state::unix_now(),
         seconds: ctx.started.elapsed().as_secs_f64(),
     };
-    kept.update(ctx.command, report, run);
+    let now = run.unix;
+    let hygiene_covers =
+        |id| crate::checks::Family::of(id).is_some_and(|f| runtime::Mode::HYGIENE.scope.covers(f));
+    kept.update(state.boot_id(), ctx.command, report, run, &hygiene_covers);
     let saved = state.save_metrics(&kept);
     let runtime = match state.read_runtime() {
         crate::state::RuntimeFile::Current(s) => Some(s),
         _ => None,
     };
-    let text = crate::metrics::render(&kept, runtime.as_ref(), env!("CARGO_PKG_VERSION"));
+    let version = env!("CARGO_PKG_VERSION");
+    let text = crate::metrics::render(&kept, runtime.as_ref(), version, now);
     crate::metrics::write_textfile(&path, text.as_bytes()).map_err(warn)?;
     saved.map_err(|e| warn(e.to_string()))
 }

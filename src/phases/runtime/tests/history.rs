@@ -126,8 +126,8 @@ fn rewording_changes_no_decision() {
     }
     let kept = Kept::default();
     assert_eq!(
-        metrics::render(&kept, Some(&state), "v"),
-        metrics::render(&kept, Some(&other), "v"),
+        metrics::render(&kept, Some(&state), "v", 0),
+        metrics::render(&kept, Some(&other), "v", 0),
         "the metrics"
     );
     let words = |s: &State| s.history.iter().map(Record::word).collect::<Vec<_>>();

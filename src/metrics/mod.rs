@@ -4,8 +4,9 @@
 //! earlier commands persist. A failed write is a warning in the report, never a change of
 //! the verdict or the exit code.
 //!
-//! What is kept between commands lives in `state_dir/metrics.json` ([`Kept`]); restarts,
-//! remedies and the terminal state come from this boot's `runtime.json`.
+//! What is kept between commands lives in `state_dir/metrics.json` ([`Kept`]: each
+//! finding's latest status, for as long as it counts); restarts, remedies and the
+//! terminal state come from this boot's `runtime.json`.
 //!
 //! The textfile directory is often another user's (Debian's
 //! `/var/lib/prometheus/node-exporter` belongs to `prometheus`). That is fine: the file is
@@ -16,13 +17,14 @@
 //! anyone put there under the guard's name.
 
 use crate::config::trust::Perms;
-use crate::report::{Report, Verdict};
 use crate::state::runtime::{Action, Outcome, Record, State};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+
+pub mod kept;
+pub use kept::{Kept, Run, Seen};
 
 /// The remedy kinds and outcomes every `containerd_guard_remedies_total` series has
 /// (all of them, zero or not, so that `rate()` and alerts see them from the start).
@@ -35,36 +37,6 @@ pub const KINDS: [&str; 6] = [
     "reap-orphans",
 ];
 pub const OUTCOMES: [&str; 3] = ["ok", "failed", "refused"];
-
-/// One command's last run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Run {
-    pub unix: u64,
-    pub seconds: f64,
-}
-
-/// What the metrics remember between commands (`state_dir/metrics.json`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Kept {
-    /// Each finding id's current status (the latest command that reported it).
-    pub checks: BTreeMap<String, String>,
-    /// Per command (`volume`, `runtime`, `verify`, `hygiene`).
-    pub runs: BTreeMap<String, Run>,
-    /// The last verdict of any command.
-    pub usable: Option<bool>,
-}
-
-impl Kept {
-    /// Folds one command's report in.
-    pub fn update(&mut self, command: &str, report: &Report, run: Run) {
-        for f in &report.findings {
-            let status = format!("{:?}", f.status).to_lowercase();
-            self.checks.insert(f.id.as_str().to_string(), status);
-        }
-        self.runs.insert(command.to_string(), run);
-        self.usable = Some(report.verdict() == Verdict::Usable);
-    }
-}
 
 /// The rule for the textfile's directory (pure): `None` when the guard may write there.
 /// Its owner does not matter; only a group- or other-writable directory without the
@@ -124,8 +96,9 @@ pub fn remedy_of(r: &Record) -> Option<(&'static str, &'static str)> {
     Some((kind, outcome))
 }
 
-/// The textfile: Prometheus text format, `# HELP`/`# TYPE` for each family, no timestamps.
-pub fn render(kept: &Kept, state: Option<&State>, version: &str) -> String {
+/// The textfile at `now` (Unix time): Prometheus text format, `# HELP`/`# TYPE` for each
+/// family, no timestamps.
+pub fn render(kept: &Kept, state: Option<&State>, version: &str, now: u64) -> String {
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -134,12 +107,11 @@ pub fn render(kept: &Kept, state: Option<&State>, version: &str) -> String {
         }
     };
     let flag = |b: bool| if b { "1" } else { "0" }.to_string();
-    let usable = kept.usable.map(flag).unwrap_or_else(|| "0".into());
     family(
         "containerd_guard_usable",
         "gauge",
-        "1 when the last verdict was usable.",
-        vec![(String::new(), usable)],
+        "1 when no check's latest status that still counts fails.",
+        vec![(String::new(), flag(kept.usable(now)))],
     );
     let terminal = state.is_some_and(|s| s.terminal.is_some());
     family(
@@ -149,13 +121,13 @@ pub fn render(kept: &Kept, state: Option<&State>, version: &str) -> String {
         vec![(String::new(), flag(terminal))],
     );
     let checks = kept
-        .checks
-        .iter()
+        .fresh(now)
+        .into_iter()
         .map(|(id, st)| (labels(&[("id", id), ("status", st)]), "1".into()));
     family(
         "containerd_guard_check",
         "gauge",
-        "Each check's current status (the series with value 1).",
+        "Each check's latest status that still counts (the series with value 1).",
         checks.collect(),
     );
     let restarts = state.map_or(0, |s| s.restarts.len());
@@ -234,7 +206,7 @@ fn labels(pairs: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Finding, Id};
+    use crate::report::{Finding, Id, Report};
 
     fn record(action: Action, outcome: Outcome, message: &str) -> Record {
         Record {
@@ -255,12 +227,14 @@ mod tests {
             Finding::pass(Id::RuntimeAnswers, "ok"),
         ]);
         kept.update(
+            "boot",
             "runtime",
             &report,
             Run {
                 unix: 1700000000,
                 seconds: 1.5,
             },
+            &covered,
         );
         let mut state = State::fresh("boot");
         state.record(record(
@@ -283,7 +257,7 @@ mod tests {
             unix: 0,
             reason: "spent".into(),
         });
-        let text = render(&kept, Some(&state), "0.1.0");
+        let text = render(&kept, Some(&state), "0.1.0", 1700000001);
         for line in [
             "containerd_guard_usable 0",
             "containerd_guard_terminal 1",
@@ -320,33 +294,91 @@ mod tests {
         assert!(!ok(0, 0o40777), "other-writable");
     }
 
+    /// The findings `Mode::HYGIENE` covers today (the phases pass the real list).
+    fn covered(id: Id) -> bool {
+        matches!(
+            id,
+            Id::RuntimeLeakedTasks
+                | Id::RuntimeOrphans
+                | Id::RuntimeSandboxImage
+                | Id::RuntimeSandboxPinned
+        )
+    }
+
+    fn run(unix: u64) -> Run {
+        Run { unix, seconds: 0.1 }
+    }
+
     #[test]
     fn a_later_command_keeps_the_earlier_ones_series() {
         let mut kept = Kept::default();
         let volume = Report::new(vec![Finding::pass(Id::VolumeMounted, "ok")]);
-        kept.update(
-            "volume",
-            &volume,
-            Run {
-                unix: 1,
-                seconds: 0.1,
-            },
-        );
+        kept.update("b", "volume", &volume, run(1), &covered);
         let runtime = Report::new(vec![Finding::fail(Id::RuntimeCri, "no")]);
-        kept.update(
-            "runtime",
-            &runtime,
-            Run {
-                unix: 2,
-                seconds: 0.2,
-            },
-        );
-        let text = render(&kept, None, "v");
+        kept.update("b", "runtime", &runtime, run(2), &covered);
+        let text = render(&kept, None, "v", 3);
         assert!(text.contains("containerd_guard_check{id=\"volume.mounted\",status=\"pass\"} 1"));
         assert!(text.contains("containerd_guard_last_run_timestamp_seconds{command=\"volume\"} 1"));
+        assert!(text.contains("containerd_guard_usable 0"), "{text}");
+    }
+
+    #[test]
+    fn a_run_of_fewer_families_does_not_make_a_failing_node_usable() {
+        let mut kept = Kept::default();
+        let verify = Report::new(vec![
+            Finding::fail(Id::RuntimeNetwork, "no CNI config"),
+            Finding::pass(Id::RuntimeLeakedTasks, "none"),
+        ]);
+        kept.update("b", "verify", &verify, run(1000), &covered);
+        let hygiene = Report::new(vec![Finding::pass(Id::RuntimeLeakedTasks, "none")]);
+        kept.update("b", "hygiene", &hygiene, run(1120), &covered);
+        assert!(!kept.usable(1120), "hygiene does not look at the network");
         assert!(
-            text.contains("containerd_guard_usable 0"),
-            "the last verdict wins"
+            !kept.usable(1000 + 24 * 3600),
+            "the network's status counts all boot"
+        );
+        let again = Report::new(vec![Finding::pass(Id::RuntimeNetwork, "ok")]);
+        kept.update("b", "runtime", &again, run(1200), &covered);
+        assert!(
+            kept.usable(1200),
+            "a later look at the same family replaces it"
+        );
+    }
+
+    #[test]
+    fn a_status_of_a_timed_family_counts_twice_its_period_and_one_boot() {
+        let mut kept = Kept::default();
+        let verify = Report::new(vec![
+            Finding::pass(Id::VolumeMounted, "ok"),
+            Finding::fail(Id::RuntimeOrphans, "pid 7"),
+        ]);
+        kept.update("b", "verify", &verify, run(1000), &covered);
+        let until = 1000 + 2 * kept::HYGIENE_PERIOD_SECS;
+        assert!(!kept.usable(until));
+        assert!(
+            kept.usable(until + 1),
+            "the timer would have looked twice since"
+        );
+        let text = render(&kept, None, "v", until + 1);
+        assert!(!text.contains("runtime.orphans"), "{text}");
+        let next_boot = Report::new(vec![Finding::pass(Id::RuntimeAnswers, "ok")]);
+        kept.update("c", "hygiene", &next_boot, run(2000), &covered);
+        assert_eq!(
+            kept.fresh(2000).into_keys().collect::<Vec<_>>(),
+            ["runtime.answers"]
+        );
+        assert_eq!(kept.runs.keys().collect::<Vec<_>>(), ["hygiene"]);
+    }
+
+    #[test]
+    fn the_hygiene_period_is_the_timers() {
+        let timer = include_str!("../../systemd/containerd-guard-hygiene.timer");
+        let minutes = kept::HYGIENE_PERIOD_SECS / 60;
+        assert!(
+            timer
+                .lines()
+                .any(|l| l == format!("OnUnitInactiveSec={minutes}min")),
+            "{timer}"
         );
     }
 }
