@@ -997,6 +997,9 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
     let cfg = n.config(&n.ctrd.restart_program(), &extra);
     let exporter = NodeExporter::start(&dir);
     let before = n.content();
+    // This boot's history already full (100 records, as an older guard wrote them; the
+    // budget counts `restarts`, which is empty): the counter goes on from 100.
+    write_full_history(&n.state_file());
 
     // A stale containerd seen by a read-only verify.
     Guard::with_config(&cfg).run(&["verify"]);
@@ -1005,6 +1008,7 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         "containerd_guard_usable 0",
         "containerd_guard_check{id=\"runtime.stale\",status=\"fail\"} 1",
         "containerd_guard_restarts_total 0",
+        "containerd_guard_remedies_total{kind=\"restart\",outcome=\"ok\"} 100",
     ] {
         assert!(
             scraped.lines().any(|l| l == line),
@@ -1023,7 +1027,8 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         "containerd_guard_terminal 0",
         "containerd_guard_check{id=\"runtime.stale\",status=\"pass\"} 1",
         "containerd_guard_restarts_total 1",
-        "containerd_guard_remedies_total{kind=\"restart\",outcome=\"ok\"} 1",
+        // one more than the 100 before, though the oldest record left the history
+        "containerd_guard_remedies_total{kind=\"restart\",outcome=\"ok\"} 101",
     ] {
         assert!(
             scraped.lines().any(|l| l == line),
@@ -1057,10 +1062,15 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         Some(&n.t.socket()),
     ));
     let scraped = exporter.scrape();
-    assert!(
-        scraped.lines().any(|l| l == "containerd_guard_terminal 1"),
-        "{scraped}"
-    );
+    for line in [
+        "containerd_guard_terminal 1",
+        "containerd_guard_remedies_total{kind=\"restart\",outcome=\"ok\"} 101",
+    ] {
+        assert!(
+            scraped.lines().any(|l| l == line),
+            "no {line:?} in\n{scraped}"
+        );
+    }
     promtool_check(&textfile);
     let terminal = std::fs::read_to_string(&textfile).unwrap();
     shipped_alerts_fire_on_these_textfiles(n.t.path(), &held, &repaired, &terminal);
@@ -1099,6 +1109,20 @@ fn a_failing_verify_outlives_a_hygiene_run(n: &Node, extra: &str, exporter: &Nod
             "no {line:?} after hygiene in\n{scraped}"
         );
     }
+}
+
+/// `runtime.json` of this boot with a full history (100 successful restarts, written as
+/// guard 0.2.0 did: no counters) and no restart in the budget's list.
+fn write_full_history(state_file: &Path) {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let record = r#"{"uptime_ms":1,"unix":1,"item":"containerd","action":"restart","outcome":"stale: exited 0"}"#;
+    let history = vec![record; 100].join(",");
+    let text = format!(
+        r#"{{"format":1,"boot_id":"{}","restarts":[],"history":[{history}],"terminal":null,"void":null,"last":null}}"#,
+        boot.trim()
+    );
+    std::fs::create_dir_all(state_file.parent().unwrap()).unwrap();
+    std::fs::write(state_file, text).unwrap();
 }
 
 /// The package's alert rules over the textfiles this guard wrote (`alert_rules`): the

@@ -5,8 +5,8 @@
 //! the verdict or the exit code.
 //!
 //! What is kept between commands lives in `state_dir/metrics.json` ([`Kept`]: each
-//! finding's latest status, for as long as it counts); restarts, remedies and the
-//! terminal state come from this boot's `runtime.json`.
+//! finding's latest status, for as long as it counts); restarts, the remedy counters and
+//! the terminal state come from this boot's `runtime.json`.
 //!
 //! The textfile directory is often another user's (Debian's
 //! `/var/lib/prometheus/node-exporter` belongs to `prometheus`). That is fine: the file is
@@ -17,7 +17,7 @@
 //! anyone put there under the guard's name.
 
 use crate::config::trust::Perms;
-use crate::state::runtime::{Action, Outcome, Record, State};
+use crate::state::runtime::State;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt;
@@ -74,26 +74,6 @@ pub fn write_textfile(path: &Path, text: &[u8]) -> Result<(), String> {
     }
     dir.write_atomic(name, text)
         .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The kind and outcome a history record counts as, if it is a remedy.
-pub fn remedy_of(r: &Record) -> Option<(&'static str, &'static str)> {
-    let kind = match r.action {
-        Action::Restart => "restart",
-        Action::Import => "restore-image",
-        Action::Pull => "pull",
-        Action::Pin => "pin-image",
-        Action::DeleteTask => "delete-task",
-        Action::ReapOrphans => "reap-orphans",
-        Action::Other(_) => return None,
-    };
-    let outcome = match r.outcome {
-        // A restart the guard did not see end (it was stopped meanwhile) did run.
-        Outcome::Ok | Outcome::Started => "ok",
-        Outcome::Failed => "failed",
-        Outcome::Refused => "refused",
-    };
-    Some((kind, outcome))
 }
 
 /// The textfile at `now` (Unix time): Prometheus text format, `# HELP`/`# TYPE` for each
@@ -177,9 +157,10 @@ fn remedies(state: Option<&State>) -> Vec<(String, String)> {
             counts.insert((k, o), 0);
         }
     }
-    for r in state.map(|s| s.history.as_slice()).unwrap_or_default() {
-        if let Some(key) = remedy_of(r) {
-            *counts.entry(key).or_default() += 1;
+    let kept = state.map(State::counts).unwrap_or_default();
+    for (kind, outcomes) in &kept {
+        for (outcome, n) in outcomes {
+            counts.insert((kind, outcome), *n);
         }
     }
     counts
@@ -207,6 +188,7 @@ fn labels(pairs: &[(&str, &str)]) -> String {
 mod tests {
     use super::*;
     use crate::report::{Finding, Id, Report};
+    use crate::state::runtime::{Action, Outcome, Record};
 
     fn record(action: Action, outcome: Outcome, message: &str) -> Record {
         Record {

@@ -46,6 +46,8 @@ pub const METRICS_FILE: &str = "metrics.json";
 
 /// What `runtime.json` holds right now, read without changing anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// (one value per command, read once: its size is no cost worth a box)
+#[allow(clippy::large_enum_variant)]
 pub enum RuntimeFile {
     /// No file: nothing acted this boot.
     Absent,

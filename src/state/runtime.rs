@@ -3,6 +3,7 @@
 //! [`super::StateDir`] reads and writes it.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 pub(super) const FORMAT: u32 = 1;
 /// History is evidence, not a log: keep the newest entries only.
@@ -64,7 +65,35 @@ impl Record {
     pub fn is_restart(&self) -> bool {
         self.action == Action::Restart && self.outcome != Outcome::Refused
     }
+
+    /// The remedy kind and outcome this record counts as in
+    /// `containerd_guard_remedies_total`, if it is a remedy.
+    pub fn counted_as(&self) -> Option<(&'static str, &'static str)> {
+        let kind = match self.action {
+            Action::Restart => "restart",
+            Action::Import => "restore-image",
+            Action::Pull => "pull",
+            Action::Pin => "pin-image",
+            Action::DeleteTask => "delete-task",
+            Action::ReapOrphans => "reap-orphans",
+            Action::Other(_) => return None,
+        };
+        let outcome = match self.outcome {
+            // Counted when it ends (a restart the guard did not see end is not counted
+            // here; `containerd_guard_restarts_total` has it).
+            Outcome::Started => return None,
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Refused => "refused",
+        };
+        Some((kind, outcome))
+    }
 }
+
+/// How many remedies of each kind ended with each outcome this boot: kind -> outcome ->
+/// count. A true counter, apart from the history (which keeps the newest records only):
+/// it grows by one with each remedy's end and restarts from 0 only with a new state file.
+pub type Counts = BTreeMap<String, BTreeMap<String, u64>>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Terminal {
@@ -92,6 +121,10 @@ pub struct State {
     /// Set when the budget cannot be trusted (the file was corrupt): no restarts this boot.
     pub void: Option<String>,
     pub last: Option<LastRun>,
+    /// `None` in a file of an older guard: counted from its history on first use, which
+    /// is what that guard's metrics showed, so the series goes on from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Counts>,
 }
 
 impl State {
@@ -104,10 +137,17 @@ impl State {
             terminal: None,
             void: None,
             last: None,
+            counts: Some(Counts::new()),
         }
     }
 
+    /// Adds `r` to the history (trimmed to the newest records) and counts it, unless it is
+    /// a restart just started: that one is counted when it ends ([`State::end_restart`]).
     pub fn record(&mut self, r: Record) {
+        // (an older guard's file: counted from its history before the trim drops any)
+        let history = &self.history;
+        self.counts.get_or_insert_with(|| counted(history));
+        self.count(&r);
         if r.is_restart() {
             self.restarts.push(r.clone());
         }
@@ -117,6 +157,55 @@ impl State {
             self.history.drain(..cut);
         }
     }
+
+    /// The end of the restart recorded last as started: its outcome and message replace
+    /// the started record's, and it is counted now.
+    pub fn end_restart(&mut self, outcome: Outcome, message: String) {
+        let history = &self.history;
+        self.counts.get_or_insert_with(|| counted(history));
+        for last in [self.restarts.last_mut(), self.history.last_mut()]
+            .into_iter()
+            .flatten()
+        {
+            last.outcome = outcome;
+            last.message.clone_from(&message);
+        }
+        if let Some(ended) = self.history.last().cloned() {
+            self.count(&ended);
+        }
+    }
+
+    /// This boot's remedy counts (an older guard's file: counted from its history).
+    pub fn counts(&self) -> Counts {
+        self.counts
+            .clone()
+            .unwrap_or_else(|| counted(&self.history))
+    }
+
+    fn count(&mut self, r: &Record) {
+        let Some((kind, outcome)) = r.counted_as() else {
+            return;
+        };
+        let counts = self.counts.get_or_insert_with(Counts::new);
+        let n = counts
+            .entry(kind.to_string())
+            .or_default()
+            .entry(outcome.to_string())
+            .or_default();
+        *n = n.saturating_add(1);
+    }
+}
+
+fn counted(history: &[Record]) -> Counts {
+    let mut counts = Counts::new();
+    for (kind, outcome) in history.iter().filter_map(Record::counted_as) {
+        *counts
+            .entry(kind.to_string())
+            .or_default()
+            .entry(outcome.to_string())
+            .or_default() += 1;
+    }
+    counts
 }
 
 /// The state file's form of a [`Record`], as every guard since the first wrote it: the

@@ -123,3 +123,89 @@ fn a_state_dir_that_is_a_file_holds_no_state_and_takes_none() {
     assert!(e.contains("not a directory"), "{e}");
     assert!(e.contains("set state_dir elsewhere"), "{e}");
 }
+
+fn counted(st: &runtime::State, kind: &str, outcome: &str) -> u64 {
+    st.counts()
+        .get(kind)
+        .and_then(|o| o.get(outcome))
+        .copied()
+        .unwrap_or(0)
+}
+
+fn failed_deletion() -> Record {
+    Record {
+        action: Action::DeleteTask,
+        outcome: Outcome::Failed,
+        ..restart_record()
+    }
+}
+
+#[test]
+fn remedy_counts_outlive_the_trimmed_history_and_restart_with_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = state_dir(tmp.path(), "b1");
+    let (mut st, _) = s.load_runtime();
+    for _ in 0..100 {
+        st.record(failed_deletion());
+    }
+    s.save_runtime(&st).unwrap();
+    let (mut st, _) = s.load_runtime();
+    st.record(restart_record());
+    st.record(failed_deletion());
+    assert_eq!(st.history.len(), 100, "the history is trimmed");
+    assert_eq!(counted(&st, "delete-task", "failed"), 101);
+    assert_eq!(counted(&st, "restart", "ok"), 1);
+    s.save_runtime(&st).unwrap();
+    let s = state_dir(tmp.path(), "b2");
+    let (st, _) = s.load_runtime();
+    assert_eq!(
+        counted(&st, "delete-task", "failed"),
+        0,
+        "a new boot's file"
+    );
+}
+
+#[test]
+fn a_restart_is_counted_once_when_it_ends() {
+    let mut st = runtime::State::fresh("b");
+    st.record(Record {
+        outcome: Outcome::Started,
+        ..restart_record()
+    });
+    assert_eq!(counted(&st, "restart", "ok"), 0, "not ended yet");
+    st.end_restart(Outcome::Failed, "exit 1".into());
+    assert_eq!(counted(&st, "restart", "failed"), 1);
+    assert_eq!(counted(&st, "restart", "ok"), 0);
+    assert_eq!(st.history[0].outcome, Outcome::Failed);
+}
+
+#[test]
+fn an_older_guards_file_counts_on_from_its_history() {
+    let mut st = runtime::State::fresh("b");
+    for _ in 0..3 {
+        st.record(failed_deletion());
+    }
+    st.counts = None;
+    let text = serde_json::to_string(&st).unwrap();
+    assert!(!text.contains("counts"), "{text}");
+    let mut old: runtime::State = serde_json::from_str(&text).unwrap();
+    assert_eq!(counted(&old, "delete-task", "failed"), 3);
+    old.record(failed_deletion());
+    assert_eq!(counted(&old, "delete-task", "failed"), 4);
+}
+
+#[test]
+fn an_older_guards_full_history_then_a_restart_counts_one_more() {
+    let mut st = runtime::State::fresh("b");
+    for _ in 0..100 {
+        st.record(restart_record());
+    }
+    st.counts = None;
+    st.record(Record {
+        outcome: Outcome::Started,
+        ..restart_record()
+    });
+    st.end_restart(Outcome::Ok, "exit 0".into());
+    assert_eq!(st.history.len(), 100);
+    assert_eq!(counted(&st, "restart", "ok"), 101);
+}

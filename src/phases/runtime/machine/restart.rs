@@ -229,13 +229,7 @@ impl<W: World> Machine<'_, W> {
             Err(e) => (e.to_string(), Outcome::Failed),
         };
         if let Some(s) = self.state.as_mut() {
-            for last in [s.restarts.last_mut(), s.history.last_mut()]
-                .into_iter()
-                .flatten()
-            {
-                last.outcome = ended;
-                last.message = format!("{why}: {text}");
-            }
+            s.end_restart(ended, format!("{why}: {text}"));
         }
         let _ = self.save();
         let budget = self.s.remediation.restart_budget;
