@@ -1016,7 +1016,7 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         );
     }
     promtool_check(&textfile);
-    let held = std::fs::read_to_string(&textfile).unwrap();
+    let held = scraped;
 
     // guard runtime repairs it: usable, one restart, the stale series now pass; the
     // verify's run series persists beside the runtime's.
@@ -1045,8 +1045,8 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         "{scraped}"
     );
     promtool_check(&textfile);
-    let repaired = std::fs::read_to_string(&textfile).unwrap();
-    a_failing_verify_outlives_a_hygiene_run(&n, &extra, &exporter);
+    let repaired = scraped;
+    let network = a_failing_verify_outlives_a_hygiene_run(&n, &extra, &exporter);
     let cfg = n.config(&n.ctrd.restart_program(), &extra);
 
     // Stale again with the budget spent: terminal.
@@ -1072,8 +1072,13 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         );
     }
     promtool_check(&textfile);
-    let terminal = std::fs::read_to_string(&textfile).unwrap();
-    shipped_alerts_fire_on_these_textfiles(n.t.path(), &held, &repaired, &terminal);
+    let scrapes = Scrapes {
+        held,
+        repaired,
+        network,
+        terminal: scraped,
+    };
+    shipped_alerts_fire_on_these_scrapes(n.t.path(), &scrapes);
 
     // A metrics write that fails is a warning, never a change of the verdict.
     std::fs::remove_file(&textfile).unwrap();
@@ -1091,7 +1096,11 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
 
 /// A verify that fails a check hygiene does not cover (`runtime.network`, required),
 /// then hygiene, which passes: the node stays not usable, the failing series stays.
-fn a_failing_verify_outlives_a_hygiene_run(n: &Node, extra: &str, exporter: &NodeExporter) {
+fn a_failing_verify_outlives_a_hygiene_run(
+    n: &Node,
+    extra: &str,
+    exporter: &NodeExporter,
+) -> String {
     let strict = format!("{extra}[hold]\nrequire_network = true\n");
     let cfg = n.config(&n.ctrd.restart_program(), &strict);
     Guard::with_config(&cfg)
@@ -1109,6 +1118,7 @@ fn a_failing_verify_outlives_a_hygiene_run(n: &Node, extra: &str, exporter: &Nod
             "no {line:?} after hygiene in\n{scraped}"
         );
     }
+    scraped
 }
 
 /// `runtime.json` of this boot with a full history (100 successful restarts, written as
@@ -1125,53 +1135,161 @@ fn write_full_history(state_file: &Path) {
     std::fs::write(state_file, text).unwrap();
 }
 
-/// The package's alert rules over the textfiles this guard wrote (`alert_rules`): the
-/// hold pages once it lasts, the repaired node is silent, the same repair on three nodes
-/// at once is the fleet alert, the spent budget is terminal; and every series the rules
+/// node_exporter's scrapes of s18's node: a read-only verify of the stale containerd
+/// (the only run this boot, as after a fresh install), after `guard runtime` repaired it,
+/// after a verify that failed `runtime.network` and a hygiene run, and terminal.
+struct Scrapes {
+    held: String,
+    repaired: String,
+    network: String,
+    terminal: String,
+}
+
+/// The package's alert rules over what this guard wrote, as node_exporter served it
+/// (`alert_rules`): each alert firing and its near misses, on nodes of one or two
+/// clusters, across a change of node_exporter's `instance`; and every series the rules
 /// select is one the guard writes.
-fn shipped_alerts_fire_on_these_textfiles(dir: &Path, held: &str, repaired: &str, terminal: &str) {
-    use support::alert_rules::{expect, input_series, selectors_without_series};
-    let all = format!("{held}\n{repaired}\n{terminal}");
+fn shipped_alerts_fire_on_these_scrapes(dir: &Path, s: &Scrapes) {
+    use support::alert_rules::{selectors_without_series, Cases};
+    let all = format!("{}\n{}\n{}", s.held, s.repaired, s.terminal);
     let missing = selectors_without_series(&all);
     assert!(
         missing.is_empty(),
         "the rules select series the guard does not write: {missing:?}\n{all}"
     );
-    let firing = |name: &str| {
-        format!("count(ALERTS{{alertname=\"{name}\",alertstate=\"firing\"}}) or vector(0)")
+    let mut cases = Cases::default();
+    one_node_alerts(&mut cases, s);
+    fleet_alerts(&mut cases, s);
+    cases.run(dir);
+}
+
+/// `alertname` firing (with `labels`, `k="v",...`): 1 or 0.
+fn firing(alertname: &str, labels: &str) -> String {
+    let sep = if labels.is_empty() { "" } else { "," };
+    format!("count(ALERTS{{alertname=\"{alertname}\",alertstate=\"firing\"{sep}{labels}}}) or vector(0)")
+}
+
+/// The series of `node` in `cluster` serving `steps`; with `moved_at` (minutes),
+/// node_exporter's pod is replaced then: the same node under a new `instance`.
+fn node_series(node: &str, cluster: &str, steps: &[(&str, u32)], moved_at: Option<u32>) -> String {
+    use support::alert_rules::{input_series, Target};
+    let target = |instance, steps| Target {
+        cluster,
+        instance,
+        nodename: node,
+        steps,
     };
-    let not_usable = "count(ALERTS{alertname=\"ContainerdGuardNodeNotUsable\",alertstate=\"firing\",id=\"runtime.stale\"}) or vector(0)";
-    let one_node = |steps: &[(&str, u32)]| input_series(steps, &["node-1"]);
-    expect(dir, &one_node(&[(held, 30)]), not_usable, 9, 0);
-    expect(dir, &one_node(&[(held, 30)]), not_usable, 20, 1);
-    expect(
-        dir,
-        &one_node(&[(repaired, 30)]),
-        "count(ALERTS) or vector(0)",
-        20,
+    let (first, second) = (format!("{node}-pod-1:9100"), format!("{node}-pod-2:9100"));
+    let Some(at) = moved_at else {
+        return input_series(&[target(&first, steps.to_vec())]);
+    };
+    let total: u32 = steps.iter().map(|(_, m)| m).sum();
+    let (mut before, mut after, mut t) = (Vec::new(), vec![("", at)], 0);
+    for &(text, minutes) in steps {
+        let (end, cut) = (t + minutes, at.clamp(t, t + minutes));
+        if cut > t {
+            before.push((text, cut - t));
+        }
+        if end > cut {
+            after.push((text, end - cut));
+        }
+        t = end;
+    }
+    before.push(("", total - at));
+    input_series(&[target(&first, before), target(&second, after)])
+}
+
+fn one_node_alerts(cases: &mut support::alert_rules::Cases, s: &Scrapes) {
+    let one = |steps: &[(&str, u32)]| node_series("node-1", "x", steps, None);
+    let not_usable = |id: &str| firing("ContainerdGuardNodeNotUsable", &format!("id=\"{id}\""));
+    let stale = not_usable("runtime.stale");
+    cases.case(
+        "a hold shorter than for:",
+        &one(&[(&s.held, 30)]),
+        &stale,
+        9,
         0,
     );
-    let fleet = input_series(&[(held, 10), (repaired, 20)], &["a", "b", "c"]);
-    expect(
-        dir,
-        &fleet,
-        &firing("ContainerdGuardRestartsAcrossFleet"),
-        20,
+    cases.case("a hold that lasts", &one(&[(&s.held, 30)]), &stale, 20, 1);
+    let moved = node_series("node-1", "x", &[(&s.held, 30)], Some(6));
+    cases.case("a hold across a new instance", &moved, &stale, 12, 1);
+    let network = not_usable("runtime.network");
+    let verify_then_hygiene = one(&[(&s.network, 30)]);
+    cases.case(
+        "verify failed, hygiene since",
+        &verify_then_hygiene,
+        &network,
+        12,
         1,
     );
-    let two = input_series(&[(held, 10), (repaired, 20)], &["a", "b"]);
-    expect(
-        dir,
-        &two,
-        &firing("ContainerdGuardRestartsAcrossFleet"),
+    let quiet = "count(ALERTS) or vector(0)";
+    cases.case("repaired: silent", &one(&[(&s.repaired, 30)]), quiet, 20, 0);
+    let terminal = firing("ContainerdGuardTerminal", "nodename=\"node-1\"");
+    cases.case("terminal", &one(&[(&s.terminal, 10)]), &terminal, 5, 1);
+    let stale_guard = firing("ContainerdGuardStale", "");
+    let fresh_install = one(&[(&s.repaired, 60)]);
+    cases.case(
+        "no hygiene run this boot",
+        &fresh_install,
+        &stale_guard,
+        59,
+        0,
+    );
+    let stopped = one(&[(&s.terminal, 30)]);
+    cases.case("hygiene stopped: not yet", &stopped, &stale_guard, 14, 0);
+    cases.case("hygiene stopped", &stopped, &stale_guard, 17, 1);
+    let counters = one(&[(&s.held, 10), (&s.repaired, 10), (&s.terminal, 10)]);
+    let resets = "sum(resets(containerd_guard_remedies_total[1h]))";
+    cases.case(
+        "records leave the history, no counter resets",
+        &counters,
+        resets,
+        29,
+        0,
+    );
+}
+
+fn fleet_alerts(cases: &mut support::alert_rules::Cases, s: &Scrapes) {
+    let restarted: &[(&str, u32)] = &[(&s.held, 10), (&s.repaired, 80)];
+    let fleet = |nodes: &[(&str, &str)], moved_at| {
+        nodes
+            .iter()
+            .map(|(node, cluster)| node_series(node, cluster, restarted, moved_at))
+            .collect::<String>()
+    };
+    let across = |cluster: &str| {
+        firing(
+            "ContainerdGuardRestartsAcrossFleet",
+            &format!("cluster=\"{cluster}\""),
+        )
+    };
+    let three = [("a", "x"), ("b", "x"), ("c", "x")];
+    cases.case("three nodes", &fleet(&three, None), &across("x"), 20, 1);
+    cases.case(
+        "three nodes, 40 minutes on",
+        &fleet(&three, None),
+        &across("x"),
+        50,
+        0,
+    );
+    let two = [("a", "x"), ("b", "x")];
+    cases.case("two nodes", &fleet(&two, None), &across("x"), 20, 0);
+    let split = [("a", "x"), ("b", "x"), ("c", "y")];
+    let all = firing("ContainerdGuardRestartsAcrossFleet", "");
+    cases.case(
+        "two clusters, 2 + 1 nodes",
+        &fleet(&split, None),
+        &all,
         20,
         0,
     );
-    expect(
-        dir,
-        &one_node(&[(terminal, 10)]),
-        &firing("ContainerdGuardTerminal"),
-        5,
+    let rollout = fleet(&three, Some(40));
+    cases.case("node_exporter rolled out after", &rollout, &all, 50, 0);
+    cases.case(
+        "node_exporter rolled out, before",
+        &rollout,
+        &across("x"),
+        20,
         1,
     );
 }

@@ -1,4 +1,4 @@
-//! Debian's real `prometheus-node-exporter`, serving only its textfile collector on
+//! Debian's real `prometheus-node-exporter`, serving only its textfile and uname collectors on
 //! 127.0.0.1 (a free port), killed on drop: the guard's metrics as Prometheus scrapes them.
 
 use super::runtime::{free_port, http};
@@ -22,6 +22,8 @@ impl NodeExporter {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--collector.disable-defaults")
             .arg("--collector.textfile")
+            // node_uname_info{nodename}: what the alert rules name a node by
+            .arg("--collector.uname")
             .arg(format!("--collector.textfile.directory={}", dir.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
