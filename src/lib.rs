@@ -46,6 +46,7 @@ pub mod phases;
 #[cfg(feature = "grpc")]
 pub mod remedies;
 pub mod report;
+pub mod signals;
 pub mod state;
 pub mod timing;
 
@@ -53,7 +54,7 @@ pub mod timing;
 /// itself), so no import loop can form. `layering` (below) reads every source file and
 /// fails on an import that reaches up or sideways.
 pub const LAYERS: &[&[&str]] = &[
-    &["backoff", "timing", "notify"],
+    &["backoff", "timing", "notify", "signals"],
     &["host"],
     &["config"],
     &["containerd"],

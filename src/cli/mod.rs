@@ -190,6 +190,11 @@ impl Command {
 }
 
 pub fn main() -> i32 {
+    // First: from here a signal inside a critical section waits for its end.
+    if let Err(e) = crate::signals::install() {
+        eprintln!("guard: internal error: cannot handle SIGTERM and SIGINT: {e}");
+        return Exit::CheckFailed as i32;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version print to stdout and succeed; a usage error exits 2
