@@ -1,5 +1,9 @@
-//! SIGTERM and SIGINT on real components: outside any critical section the guard dies at
-//! once, by the signal, as it did before it had handlers. Root only.
+//! SIGTERM and SIGINT at the worst moment, on real components: the guard is stopped at a
+//! named point of a debug build (`GUARD_TEST_HOOK`, see `src/signals.rs`), the test waits
+//! for the stop (`T` in /proc/PID/stat), sends the signal, then SIGCONT, so the signal
+//! arrives at exactly that point. Inside a critical section (a cgroup v1 freezer held)
+//! the guard finishes the section and only then dies by the signal; outside one it dies
+//! at once. Root only.
 
 use testkit as support;
 
@@ -10,6 +14,10 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
+use support::hygiene::{cgroup_hierarchies, remove_cgroup_tree, v1_hierarchy};
+use support::node::{Node, TOOLS};
+use support::runtime::dead_port;
+use support::workload::pod_cgroup;
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -50,6 +58,23 @@ impl Hooked {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
+    /// Waits until the guard stopped itself at its hook point.
+    fn wait_stopped(&self) {
+        let pid = self.pid().as_raw();
+        poll_until("the guard to stop at its hook point", WAIT, || {
+            let state = process_state(pid);
+            assert_ne!(state, Some('Z'), "ended before its hook:\n{}", self.said());
+            (state == Some('T')).then_some(())
+        });
+    }
+
+    /// Sends `sig` to the stopped guard, then SIGCONT: `sig` is delivered at the hook.
+    fn signal_at_hook(&self, sig: Signal) -> Instant {
+        kill(self.pid(), sig).expect("signal the guard");
+        kill(self.pid(), Signal::SIGCONT).expect("continue the guard");
+        Instant::now()
+    }
+
     /// How the guard ended; it must end within `within`.
     fn ended(&mut self, within: Duration) -> ExitStatus {
         let child = self.child.as_mut().expect("running");
@@ -79,6 +104,138 @@ impl Drop for Hooked {
             let _ = c.wait();
         }
     }
+}
+
+/// The state letter of `/proc/PID/stat` (R, S, D, T, Z...).
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// A pod cgroup of the test's own, removed whole (its processes killed) on drop, also
+/// when the test fails.
+struct PodCgroup(String);
+
+impl Drop for PodCgroup {
+    fn drop(&mut self) {
+        remove_cgroup_tree(&self.0);
+    }
+}
+
+/// Puts `pid` into cgroup `rel` of every hierarchy (cpuset left out: it needs its cpus
+/// and mems copied down each level; the others suffice).
+fn join_cgroup(pid: u32, rel: &str) {
+    for h in cgroup_hierarchies()
+        .into_iter()
+        .filter(|h| !h.ends_with("cpuset"))
+    {
+        let dir = h.join(rel.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        std::fs::write(dir.join("cgroup.procs"), pid.to_string())
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    }
+}
+
+/// A process of the test's, killed and reaped on drop.
+struct Process(Child);
+
+impl Process {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A payload that makes visible progress without forking: it rewrites a counter in
+/// `file` every 20 ms.
+fn counting_payload(file: &Path) -> Process {
+    let child = Command::new("perl")
+        .args([
+            "-e",
+            "my $f = shift; my $i = 0; while (1) { open(my $h, '>', $f) or die; \
+             print $h ++$i; close $h; select(undef, undef, undef, 0.02) }",
+        ])
+        .arg(file)
+        .spawn()
+        .expect("spawn perl");
+    Process(child)
+}
+
+fn count(file: &Path) -> Option<u64> {
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+fn freezer_state(cgroup: &str) -> String {
+    let freezer = v1_hierarchy("freezer").expect("a cgroup v1 freezer");
+    let file = freezer
+        .join(cgroup.trim_start_matches('/'))
+        .join("freezer.state");
+    std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .trim()
+        .to_string()
+}
+
+/// `guard hygiene` judges a payload orphaned and freezes its cgroup to kill it; SIGTERM
+/// arrives while the freeze is held and a process the guard never judged has joined, so
+/// the re-check refuses the kill. The cgroup is thawed, the payload runs on, the guard
+/// dies by SIGTERM once it thawed.
+fn sigterm_while_frozen_thaws_the_cgroup(n: &Node, cfg: &Path) {
+    let container_id = format!("{}{}", unique("", 32), unique("", 32));
+    let pod = PodCgroup(pod_cgroup(&random_uuid()));
+    let cgroup = format!("{}/{container_id}", pod.0);
+    let counter = n.t.path().join("counter");
+    let payload = counting_payload(&counter);
+    join_cgroup(payload.pid(), &cgroup);
+    let mut guard = Hooked::spawn(cfg, &["hygiene"], Some("cgroup frozen"), n.t.path());
+    guard.wait_stopped();
+    assert_eq!(
+        freezer_state(&cgroup),
+        "FROZEN",
+        "the hook is inside the freeze"
+    );
+    let intruder = Process(
+        Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep"),
+    );
+    join_cgroup(intruder.pid(), &cgroup);
+
+    let since = guard.signal_at_hook(Signal::SIGTERM);
+    guard.died_by(Signal::SIGTERM, since);
+    assert_eq!(freezer_state(&cgroup), "THAWED", "{}", guard.said());
+    let pid = payload.pid() as i32;
+    poll_until("the payload to run again", WAIT, || {
+        process_state(pid).filter(|s| !matches!(s, 'T' | 'D'))
+    });
+    let before = count(&counter).expect("a count");
+    poll_until("the payload to count on", WAIT, || {
+        count(&counter).filter(|c| *c > before)
+    });
+    drop((payload, intruder));
+    assert!(remove_cgroup_tree(&pod.0), "{} removed", pod.0);
+}
+
+#[test]
+fn sig01_a_signal_inside_a_critical_section_ends_the_guard_only_once_the_section_is_done() {
+    if !require_root(TOOLS) || !require_root(&["perl", "sleep"]) {
+        return;
+    }
+    assert!(
+        v1_hierarchy("freezer").is_some(),
+        "needs a cgroup v1 freezer"
+    );
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:sig", dead_port()));
+    n.import_image();
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    sigterm_while_frozen_thaws_the_cgroup(&n, &cfg);
 }
 
 /// Outside any section a signal ends the guard at once, by that signal, as before there

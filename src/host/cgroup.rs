@@ -157,7 +157,8 @@ pub fn kill_cgroup(
 }
 
 /// v1: the freezer holds every process of the cgroup still while its pids are read,
-/// re-checked and signalled; thawed again whatever the re-check says.
+/// re-checked and signalled; thawed again whatever the re-check says, also when the guard
+/// is told to stop meanwhile (a critical section, `crate::signals`).
 fn kill_v1(
     host: &Host,
     path: &str,
@@ -168,7 +169,11 @@ fn kill_v1(
         .sys("fs/cgroup/freezer")
         .join(path.trim_start_matches('/'))
         .join("freezer.state");
+    // A SIGTERM or SIGINT from here to the thaw waits for it: a cgroup left frozen would
+    // hold a live pod's payload still for good.
+    let _thaw_first = crate::signals::critical();
     let frozen = std::fs::write(&freezer, "FROZEN").is_ok();
+    crate::signals::hook("cgroup frozen");
     let killed = procs(main).and_then(|pids| {
         still_ours(&pids).map_err(CgroupError::Refused)?;
         for pid in &pids {
