@@ -1,12 +1,13 @@
 //! SIGTERM and SIGINT at the worst moment, on real components: the guard is stopped at a
 //! named point of a debug build (`GUARD_TEST_HOOK`, see `src/signals.rs`), the test waits
 //! for the stop (`T` in /proc/PID/stat), sends the signal, then SIGCONT, so the signal
-//! arrives at exactly that point. Inside a critical section (a cgroup v1 freezer held)
-//! the guard finishes the section and only then dies by the signal; outside one it dies
-//! at once. Root only.
+//! arrives at exactly that point. Inside a critical section (a cgroup v1 freezer held, a
+//! canary sandbox made) the guard finishes the section and only then dies by the signal;
+//! outside one it dies at once. Root only.
 
 use testkit as support;
 
+use containerd_guard::containerd::canary::NAMESPACE;
 use containerd_guard::signals::HOOK_VAR;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -14,9 +15,10 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
+use support::cri::sandboxes_in;
 use support::hygiene::{cgroup_hierarchies, remove_cgroup_tree, v1_hierarchy};
 use support::node::{Node, TOOLS};
-use support::runtime::dead_port;
+use support::runtime::{block_on, dead_port};
 use support::workload::pod_cgroup;
 use support::*;
 
@@ -223,6 +225,20 @@ fn sigterm_while_frozen_thaws_the_cgroup(n: &Node, cfg: &Path) {
     assert!(remove_cgroup_tree(&pod.0), "{} removed", pod.0);
 }
 
+/// `guard verify --deep`: SIGTERM right after RunPodSandbox made the canary. The guard
+/// stops and removes it, then dies by SIGTERM: no canary is left.
+fn sigterm_after_the_canary_was_made_removes_it(n: &Node, cfg: &Path) {
+    let socket = n.t.socket();
+    let canaries = || block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE)).unwrap();
+    let point = Some("CRI RunPodSandbox");
+    let mut guard = Hooked::spawn(cfg, &["verify", "--deep"], point, n.t.path());
+    guard.wait_stopped();
+    assert_eq!(canaries().len(), 1, "the hook is after the canary was made");
+    let since = guard.signal_at_hook(Signal::SIGTERM);
+    guard.died_by(Signal::SIGTERM, since);
+    assert_eq!(canaries(), Vec::<String>::new(), "{}", guard.said());
+}
+
 #[test]
 fn sig01_a_signal_inside_a_critical_section_ends_the_guard_only_once_the_section_is_done() {
     if !require_root(TOOLS) || !require_root(&["perl", "sleep"]) {
@@ -236,6 +252,7 @@ fn sig01_a_signal_inside_a_critical_section_ends_the_guard_only_once_the_section
     n.import_image();
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     sigterm_while_frozen_thaws_the_cgroup(&n, &cfg);
+    sigterm_after_the_canary_was_made_removes_it(&n, &cfg);
 }
 
 /// Outside any section a signal ends the guard at once, by that signal, as before there

@@ -343,6 +343,9 @@ impl World for Node<'_> {
 
     async fn canary(&mut self) -> Option<CanaryFacts> {
         let (conn, parent) = (self.conn().ok()?, self.target.cgroup_parent);
+        // A SIGTERM or SIGINT waits until the canary is removed (bounded: its timeout,
+        // then the cleanup's): a guard that dies mid-canary leaves a pod sandbox behind.
+        let _removed_first = crate::signals::critical();
         let gather = canary::gather(conn, self.host, self.settings.canary.timeout, parent);
         Some(tracing::Instrument::instrument(gather, tracing::debug_span!("canary")).await)
     }
