@@ -2,8 +2,8 @@
 //! named point of a debug build (`GUARD_TEST_HOOK`, see `src/signals.rs`), the test waits
 //! for the stop (`T` in /proc/PID/stat), sends the signal, then SIGCONT, so the signal
 //! arrives at exactly that point. Inside a critical section (a cgroup v1 freezer held, a
-//! canary sandbox made) the guard finishes the section and only then dies by the signal;
-//! outside one it dies at once. Root only.
+//! canary sandbox made, a file written beside its name) the guard finishes the section
+//! and only then dies by the signal; outside one it dies at once. Root only.
 
 use testkit as support;
 
@@ -217,7 +217,8 @@ fn sigterm_while_frozen_thaws_the_cgroup(n: &Node, cfg: &Path) {
     poll_until("the payload to run again", WAIT, || {
         process_state(pid).filter(|s| !matches!(s, 'T' | 'D'))
     });
-    let before = count(&counter).expect("a count");
+    // (perl truncates the file, then writes: a read in between sees no count yet)
+    let before = poll_until("a count", WAIT, || count(&counter));
     poll_until("the payload to count on", WAIT, || {
         count(&counter).filter(|c| *c > before)
     });
@@ -239,6 +240,35 @@ fn sigterm_after_the_canary_was_made_removes_it(n: &Node, cfg: &Path) {
     assert_eq!(canaries(), Vec::<String>::new(), "{}", guard.said());
 }
 
+/// `guard hygiene` saving its outcome: SIGINT once the new state file is written beside
+/// its name. The rename still happens: the state file is whole, no temporary file is left,
+/// and the next guard takes the repair lock at once.
+fn sigint_while_the_state_file_is_written_leaves_it_whole(n: &Node, cfg: &Path) {
+    let dir = n.t.guard_state_dir();
+    let temporaries = || -> Vec<String> {
+        let names = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+        let names = names.map(|e| e.file_name().to_string_lossy().into_owned());
+        names.filter(|n| n.ends_with(".tmp")).collect()
+    };
+    let point = Some("temporary file written");
+    let mut guard = Hooked::spawn(cfg, &["hygiene"], point, n.t.path());
+    guard.wait_stopped();
+    let written = temporaries();
+    assert!(
+        written.len() == 1 && written[0].starts_with(".runtime.json."),
+        "the hook is at the state file's save: {written:?}"
+    );
+    let since = guard.signal_at_hook(Signal::SIGINT);
+    guard.died_by(Signal::SIGINT, since);
+    assert_eq!(temporaries(), Vec::<String>::new(), "{}", guard.said());
+    let text = std::fs::read_to_string(n.state_file()).expect("the state file was saved");
+    let state: serde_json::Value = serde_json::from_str(&text).expect("a whole state file");
+    assert!(state.is_object(), "{text}");
+    let reset = Guard::with_config(cfg).run_within(&["reset"], PROMPT);
+    assert_eq!(reset.code, 0, "the repair lock is free: {}", reset.dump());
+    assert!(reset.stdout.contains("cleared"), "{}", reset.dump());
+}
+
 #[test]
 fn sig01_a_signal_inside_a_critical_section_ends_the_guard_only_once_the_section_is_done() {
     if !require_root(TOOLS) || !require_root(&["perl", "sleep"]) {
@@ -253,6 +283,7 @@ fn sig01_a_signal_inside_a_critical_section_ends_the_guard_only_once_the_section
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     sigterm_while_frozen_thaws_the_cgroup(&n, &cfg);
     sigterm_after_the_canary_was_made_removes_it(&n, &cfg);
+    sigint_while_the_state_file_is_written_leaves_it_whole(&n, &cfg);
 }
 
 /// Outside any section a signal ends the guard at once, by that signal, as before there

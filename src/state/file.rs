@@ -69,10 +69,14 @@ impl Dir {
 
     /// Replaces `name` with `bytes`: a fresh randomly named file, then a rename.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        // A SIGTERM or SIGINT waits for the rename (or the removal of the temporary file):
+        // no stray temporary file, and a restart's record is on disk before the guard dies.
+        let _renamed_first = crate::signals::critical();
         let (tmp, mut file) = self.create_temporary(name)?;
         let written = file
             .write_all(bytes)
             .and_then(|()| file.sync_all())
+            .inspect(|()| crate::signals::hook("temporary file written"))
             .and_then(|()| renameat(&self.fd, tmp.as_str(), &self.fd, name).map_err(io));
         if written.is_err() {
             let _ = unlinkat(&self.fd, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
