@@ -844,3 +844,69 @@ fn containerd_imports_are_followed_inside_the_image() {
     );
     expect(&o, "lint.sandbox-archive", "pass", 0, &[SANDBOX]);
 }
+
+/// systemd's `ExecStartPre=` prefixes (systemd.service(5)): `-` ignores the command's
+/// failure, so the gate never holds; `@` makes the next word argv[0], so `@/usr/bin/guard
+/// volume --pre-start` runs guard without its subcommand; `+`, `!`, `!!` only change
+/// privileges and `:` only turns off `$VAR` expansion: the gate still holds.
+#[test]
+fn a_gate_whose_failure_systemd_ignores_or_whose_subcommand_is_argv0_fails() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "-/usr/bin/guard volume --pre-start",
+            "fail",
+            &["`-`", "ignore"],
+        ),
+        (
+            "-@/usr/bin/guard guard volume --pre-start",
+            "fail",
+            &["`-`"],
+        ),
+        (
+            "@-/usr/bin/guard guard volume --pre-start",
+            "fail",
+            &["`-`"],
+        ),
+        (
+            "@/usr/bin/guard volume --pre-start",
+            "fail",
+            &["`@`", "argv[0]"],
+        ),
+        ("@/usr/bin/guard guard volume --pre-start", "pass", &[]),
+        ("+/usr/bin/guard volume --pre-start", "pass", &[]),
+        ("!/usr/bin/guard volume --pre-start", "pass", &[]),
+        ("!!/usr/bin/guard volume --pre-start", "pass", &[]),
+        (":/usr/bin/guard volume --pre-start", "pass", &[]),
+    ];
+    let img = Image::clean();
+    let site = format!("{ETC}/containerd.service.d/20-site.conf");
+    for (line, status, needles) in cases {
+        img.put(
+            &site,
+            &format!("[Service]\nExecStartPre=\nExecStartPre={line}\n"),
+        );
+        let o = img.lint(&[]);
+        let code = if *status == "fail" { 1 } else { 0 };
+        let mut all = needles.to_vec();
+        all.push("20-site.conf:3");
+        expect(
+            &o,
+            "lint.guard-dropin",
+            status,
+            code,
+            if *status == "fail" { &all } else { &[] },
+        );
+    }
+    let img = Image::clean();
+    img.put(
+        &format!("{ETC}/kubelet.service.d/20-site.conf"),
+        "[Service]\nExecStartPre=\nExecStartPre=-/usr/bin/guard runtime\n",
+    );
+    expect(
+        &img.lint(&[]),
+        "lint.kubelet-gate",
+        "fail",
+        1,
+        &["`-`", "20-site.conf:3"],
+    );
+}

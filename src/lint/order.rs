@@ -31,21 +31,55 @@ pub fn reset<'a>(unit: &'a Unit, section: &str, key: &str) -> Option<&'a Assignm
 }
 
 /// The effective `ExecStartPre=` that runs `guard SUBCOMMAND` (any path to a binary named
-/// `guard`, global options before the subcommand allowed).
+/// `guard`, global options before the subcommand allowed), whatever its prefix.
 pub fn guard_exec<'a>(unit: &'a Unit, subcommand: &str) -> Option<&'a Assignment> {
     unit.list("Service", "ExecStartPre")
         .into_iter()
         .find(|a| runs_guard(&a.value, subcommand))
 }
 
+/// [`guard_exec`] when its failure holds the unit (no `-` prefix).
+pub fn holding_gate<'a>(unit: &'a Unit, subcommand: &str) -> Option<&'a Assignment> {
+    guard_exec(unit, subcommand).filter(|a| !exec_prefix(&a.value).0.contains('-'))
+}
+
+/// systemd.service(5)'s prefixes of an `Exec*=` command: `-` (failure ignored), `@` (the
+/// next word is argv[0]), `:` (no `$VAR` expansion), `+`, `!`, `!!` (privileges).
+const EXEC_PREFIXES: &[char] = &['-', '@', ':', '+', '!'];
+
+/// The prefix characters of a command line, and the rest.
+pub fn exec_prefix(line: &str) -> (&str, &str) {
+    let rest = line.trim_start_matches(EXEC_PREFIXES);
+    (&line[..line.len() - rest.len()], rest)
+}
+
+/// The words systemd passes as arguments (argv[1..]) and whether the program is a
+/// `guard`: with `@` the word after the path is argv[0], not an argument.
+fn guard_args(line: &str) -> Option<Vec<&str>> {
+    let (prefix, rest) = exec_prefix(line);
+    let mut words = rest.split_whitespace();
+    let program = words.next()?;
+    if Path::new(program).file_name()? != "guard" {
+        return None;
+    }
+    if prefix.contains('@') {
+        words.next();
+    }
+    Some(words.collect())
+}
+
 fn runs_guard(line: &str, subcommand: &str) -> bool {
-    let mut words = line
-        .trim_start_matches(['-', '@', ':', '+', '!'])
-        .split_whitespace();
-    let is_guard = words
-        .next()
-        .is_some_and(|p| Path::new(p).file_name().is_some_and(|n| n == "guard"));
-    is_guard && words.any(|w| w == subcommand)
+    guard_args(line).is_some_and(|args| args.contains(&subcommand))
+}
+
+/// Names `guard SUBCOMMAND` only as argv[0] (`@/usr/bin/guard SUBCOMMAND ...`): guard
+/// then runs without its subcommand and fails every start.
+fn subcommand_as_argv0(line: &str, subcommand: &str) -> bool {
+    let (prefix, rest) = exec_prefix(line);
+    prefix.contains('@')
+        && !runs_guard(line, subcommand)
+        && rest.split_whitespace().nth(1) == Some(subcommand)
+        && guard_args(line).is_some()
 }
 
 /// Why the guard's `ExecStartPre=` is not in `unit`: masked, reset, or never there.
@@ -54,6 +88,17 @@ pub fn why_no_guard(unit: &Unit, subcommand: &str, dropin: &str) -> String {
         return format!(
             "the guard's drop-in {dropin} is masked by {} (a /dev/null link or an empty file)",
             mask.display()
+        );
+    }
+    let pres = unit.list("Service", "ExecStartPre");
+    if let Some(a) = pres
+        .iter()
+        .find(|a| subcommand_as_argv0(&a.value, subcommand))
+    {
+        return format!(
+            "the `@` prefix at {} makes `{subcommand}` guard's argv[0]: guard runs without \
+             its subcommand and fails every start",
+            a.place()
         );
     }
     let had = unit

@@ -60,6 +60,18 @@ pub(super) fn gate(
     failing: &str,
 ) -> Finding {
     match order::guard_exec(unit, subcommand) {
+        Some(a) if order::exec_prefix(&a.value).0.contains('-') => Finding::fail(
+            id,
+            format!(
+                "the `-` prefix makes systemd ignore the failure of `{}`: the gate never holds {}",
+                a.value, unit.name
+            ),
+        )
+        .evidence(a.place())
+        .remedy(format!(
+            "remove the `-`: ExecStartPre=/usr/bin/guard {command} (the package's {dropin} \
+             has it right; a drop-in of the image replaced it)"
+        )),
         Some(a) => {
             Finding::pass(id, format!("{} runs `{}`", unit.name, a.value)).evidence(a.place())
         }
@@ -225,7 +237,7 @@ pub fn volume_nofail(image: &Image) -> Finding {
     let Some(nofail) = decls.iter().find(|d| d.nofail()) else {
         return Finding::pass(id, "no nofail on the volume's mount");
     };
-    let guarded = matches!(&image.containerd, Ok(Some(u)) if !u.masked && order::guard_exec(u, "volume").is_some());
+    let guarded = matches!(&image.containerd, Ok(Some(u)) if !u.masked && order::holding_gate(u, "volume").is_some());
     if guarded {
         return Finding::pass(
             id,
