@@ -910,3 +910,43 @@ fn a_gate_whose_failure_systemd_ignores_or_whose_subcommand_is_argv0_fails() {
         &["`-`", "20-site.conf:3"],
     );
 }
+
+/// `noauto`: nothing mounts the volume at boot, so containerd is held every boot, unless
+/// the guard mounts it itself (`[volume] mount = true`). `x-systemd.automount`: the mount
+/// happens on first access, so containerd's ordering after the `.mount` orders it after
+/// nothing, the guard sees an autofs placeholder, and `x-systemd.idle-timeout` could
+/// unmount containerd's root: failed, whatever `[volume] mount` says.
+#[test]
+fn noauto_or_an_automount_on_the_volume_fails_unless_the_guard_mounts_it() {
+    let img = Image::clean();
+    let fstab = |opts: &str| {
+        format!("LABEL=root / ext4 defaults 0 1\nLABEL=containerd /var/lib/containerd ext4 {opts} 0 2\n")
+    };
+    img.put("/etc/fstab", &fstab("defaults,nofail,noauto"));
+    expect(
+        &img.lint(&[]),
+        "lint.volume-mount",
+        "fail",
+        1,
+        &["noauto", "/etc/fstab:2", "[volume] mount = true"],
+    );
+    img.put(
+        "/etc/containerd-guard/config.d/60-mount.toml",
+        "[volume]\nmount = true\n",
+    );
+    expect(
+        &img.lint(&[]),
+        "lint.volume-mount",
+        "pass",
+        0,
+        &["/etc/fstab:2"],
+    );
+    img.put("/etc/fstab", &fstab("defaults,nofail,x-systemd.automount"));
+    expect(
+        &img.lint(&[]),
+        "lint.volume-mount",
+        "fail",
+        1,
+        &["x-systemd.automount", "/etc/fstab:2"],
+    );
+}

@@ -10,6 +10,7 @@
 //! `report::id` with its README row, and an entry in [`RULES`]. Each rule gives exactly
 //! one finding, `ok` when the image is fine, with `FILE:LINE` evidence and the fix.
 
+mod boot_mount;
 mod content;
 mod facts;
 mod kubelet;

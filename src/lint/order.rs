@@ -148,7 +148,11 @@ pub struct MountDecl {
 
 impl MountDecl {
     pub fn nofail(&self) -> bool {
-        self.options.iter().any(|o| o == "nofail")
+        self.has_option("nofail")
+    }
+
+    pub fn has_option(&self, option: &str) -> bool {
+        self.options.iter().any(|o| o == option)
     }
 }
 

@@ -202,6 +202,9 @@ pub fn volume_mount(image: &Image) -> Finding {
         }
         return f;
     }
+    if let Some(f) = super::boot_mount::not_mounted_at_boot(image, &decls) {
+        return f;
+    }
     let places: Vec<&str> = decls.iter().map(|d| d.place.as_str()).collect();
     Finding::pass(id, format!("{volume} is mounted by {}", places.join(", ")))
 }
