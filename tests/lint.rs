@@ -950,3 +950,41 @@ fn noauto_or_an_automount_on_the_volume_fails_unless_the_guard_mounts_it() {
         &["x-systemd.automount", "/etc/fstab:2"],
     );
 }
+
+/// Cluster API and TKGS user data start `## template: jinja` then `#cloud-config`: read as
+/// a cloud config. A shell script or a MIME archive is not read: a warning that says so,
+/// never a claim about what it mounts.
+#[test]
+fn user_data_is_read_as_cloud_init_reads_it_or_said_to_be_unread() {
+    let img = Image::clean();
+    img.put("/etc/fstab", "LABEL=root / ext4 defaults 0 1\n");
+    let out = Outside::new();
+    let jinja = out.file(
+        "capi-user-data",
+        "## template: jinja\n#cloud-config\nhostname: '{{ ds.meta_data.local_hostname }}'\n\
+         mounts:\n  - [LABEL=containerd, /var/lib/containerd, ext4, \"defaults,nofail\"]\n",
+    );
+    let o = img.lint(&["--user-data", &jinja]);
+    expect(&o, "lint.volume-mount", "pass", 0, &["capi-user-data:5"]);
+    expect(&o, "lint.cloud-init", "pass", 0, &[]);
+    for (name, text) in [
+        (
+            "script",
+            "#!/bin/bash\nmount LABEL=containerd /var/lib/containerd\n",
+        ),
+        (
+            "mime",
+            "Content-Type: multipart/mixed; boundary=\"XX\"\nMIME-Version: 1.0\n\n--XX\n",
+        ),
+    ] {
+        let ud = out.file(name, text);
+        let o = img.lint(&["--user-data", &ud]);
+        expect(&o, "lint.cloud-init", "warn", 0, &[name, "not read"]);
+        expect(&o, "lint.volume-mount", "warn", 0, &[name, "not read"]);
+        assert!(
+            !o.finding_text("lint.volume-mount").contains("nor does"),
+            "{}",
+            o.dump()
+        );
+    }
+}

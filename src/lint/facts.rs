@@ -3,6 +3,7 @@
 //! configs, the guard's fragments, containerd's config and the baked archives. Nothing is
 //! judged here; the rules ([`super::rules`], [`super::content`]) are pure.
 
+use super::user_data::{classify, UserData};
 use crate::checks::volume::rules::mount_unit_name;
 use crate::config::{effective, is_fragment, trust, Settings};
 use crate::containerd::config::{self as cd_config, ContainerdConfig};
@@ -47,8 +48,10 @@ pub struct Image {
     pub fstab: Source<Vec<fstab::Entry>>,
     /// The image's `cloud.cfg` and `cloud.cfg.d/*.cfg`.
     pub clouds: Vec<Source<Cloud>>,
-    /// `--user-data`: `None` when not given.
+    /// `--user-data` when it is a cloud config: `None` when not given or not one.
     pub user_data: Option<Source<Cloud>>,
+    /// `--user-data` that is not a cloud config: its name and what it is instead.
+    pub user_data_not_read: Option<(String, String)>,
     pub guard: GuardConfig,
     pub containerd_config: Source<ContainerdConfig>,
     /// Each `[sandbox] archives` entry: the image names it holds, verified.
@@ -77,6 +80,13 @@ impl Image {
 
 /// Reads the image; `user_data` is the `--user-data` file's text and its name.
 pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
+    let (user_data, user_data_not_read) = match user_data {
+        None => (None, None),
+        Some((file, text)) => match classify(&text) {
+            UserData::Cloud(read) => (Some(Source { file, read }), None),
+            UserData::NotRead(why) => (None, Some((file, why))),
+        },
+    };
     let guard = guard_config(tree);
     let containerd_config = containerd_config(tree, &guard.settings.containerd.config);
     let volume = containerd_config
@@ -123,10 +133,8 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         mount_unit_name,
         fstab: text_source(tree, "/etc/fstab", |t| Ok(fstab::entries(t))),
         clouds: clouds(tree),
-        user_data: user_data.map(|(file, text)| Source {
-            read: user_data_cloud(&text),
-            file,
-        }),
+        user_data,
+        user_data_not_read,
         guard,
         containerd_config,
         archives,
@@ -172,15 +180,6 @@ fn clouds(tree: &Tree) -> Vec<Source<Cloud>> {
         .filter(|f| matches!(tree.lstat(Path::new(f)), Ok(Some(_))))
         .map(|f| text_source(tree, f, cloud_init::parse))
         .collect()
-}
-
-/// User data is a cloud config only when it says so on its first line; a script or a
-/// MIME archive is not read (its mounts, if any, cannot be known).
-fn user_data_cloud(text: &str) -> Result<Cloud, String> {
-    if !text.starts_with("#cloud-config") {
-        return Err("not #cloud-config user data (a script or a MIME archive is not read)".into());
-    }
-    cloud_init::parse(text)
 }
 
 /// The guard's fragments as the guard itself finds them ([`effective`]: a later directory's

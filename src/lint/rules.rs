@@ -179,11 +179,16 @@ pub fn volume_mount(image: &Image) -> Finding {
         );
         let remedy = "mount the ephemeral disk there: an fstab line (with nofail), a mount \
                       unit or cloud-init `mounts`";
-        return match &image.user_data {
-            Some(u) => Finding::fail(id, summary)
+        return match (&image.user_data, &image.user_data_not_read) {
+            (Some(u), _) => Finding::fail(id, summary)
                 .evidence(format!("nor does the user data {}", u.file))
                 .remedy(remedy),
-            None => Finding::warn(id, summary)
+            (None, Some((file, why))) => Finding::warn(id, summary)
+                .evidence(format!(
+                    "the user data {file} was not read: {why}; what it mounts is not known"
+                ))
+                .remedy(remedy),
+            (None, None) => Finding::warn(id, summary)
                 .evidence("a node's user data may mount it: give it with --user-data FILE")
                 .remedy(remedy),
         };
@@ -261,6 +266,19 @@ pub fn volume_nofail(image: &Image) -> Finding {
 }
 
 pub fn cloud_init(image: &Image) -> Finding {
+    let f = cloud_init_order(image);
+    match &image.user_data_not_read {
+        Some((file, why)) if f.status != Status::Fail => {
+            let summary = format!("the user data {file} was not read: {why}");
+            Finding::warn(f.id, summary)
+                .evidence(f.summary)
+                .remedy("give cloud-init's #cloud-config part with --user-data to judge its mounts")
+        }
+        _ => f,
+    }
+}
+
+fn cloud_init_order(image: &Image) -> Finding {
     let id = Id::LintCloudInit;
     let broken: Vec<String> = image
         .clouds
