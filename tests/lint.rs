@@ -988,3 +988,68 @@ fn user_data_is_read_as_cloud_init_reads_it_or_said_to_be_unread() {
         );
     }
 }
+
+/// systemd kills a pre-start that outlives the unit's effective `TimeoutStartSec=` (after
+/// drop-ins; 90 s when unset; `infinity` or 0: none) unless the unit lets the guard
+/// extend it (`NotifyAccess=exec` or `all`).
+#[test]
+fn waits_longer_than_the_units_start_timeout_fail_without_notify_access() {
+    let img = Image::clean();
+    img.put(
+        "/etc/containerd-guard/config.d/60-wait.toml",
+        "[volume]\nwait = \"200s\"\n",
+    );
+    // the guard's drop-in lets it extend the timeout: passes
+    expect(&img.lint(&[]), "lint.guard-dropin", "pass", 0, &[]);
+    let site = format!("{ETC}/containerd.service.d/20-site.conf");
+    img.put(&site, "[Service]\nNotifyAccess=main\n");
+    expect(
+        &img.lint(&[]),
+        "lint.guard-dropin",
+        "fail",
+        1,
+        &[
+            "[volume] wait",
+            "TimeoutStartSec=150s",
+            "10-containerd-guard.conf",
+            "NotifyAccess",
+        ],
+    );
+    img.put(&site, "[Service]\nNotifyAccess=main\nTimeoutStartSec=\n");
+    img.put(
+        "/etc/containerd-guard/config.d/60-wait.toml",
+        "[volume]\nwait = \"90s\"\n",
+    );
+    expect(
+        &img.lint(&[]),
+        "lint.guard-dropin",
+        "fail",
+        1,
+        &["systemd's default of 90s"],
+    );
+    img.put(&site, "[Service]\nNotifyAccess=main\nTimeoutSec=infinity\n");
+    expect(&img.lint(&[]), "lint.guard-dropin", "pass", 0, &[]);
+    img.put(
+        &site,
+        "[Service]\nNotifyAccess=none\nTimeoutStartSec=5min\n",
+    );
+    expect(&img.lint(&[]), "lint.guard-dropin", "pass", 0, &[]);
+
+    let img = Image::clean();
+    img.put(
+        "/etc/containerd-guard/config.d/60-hold.toml",
+        "[hold]\ntimeout = \"10m\"\n",
+    );
+    expect(&img.lint(&[]), "lint.kubelet-gate", "pass", 0, &[]);
+    img.put(
+        &format!("{ETC}/kubelet.service.d/20-site.conf"),
+        "[Service]\nNotifyAccess=\n",
+    );
+    expect(
+        &img.lint(&[]),
+        "lint.kubelet-gate",
+        "fail",
+        1,
+        &["[hold] timeout", "TimeoutStartSec=360s"],
+    );
+}

@@ -5,7 +5,8 @@
 use super::facts::{kubeadm_exec, Image};
 use super::order;
 use super::rules::{gate, unit};
-use crate::report::{Finding, Id};
+use super::timeouts;
+use crate::report::{Finding, Id, Status};
 
 const KUBELET_DROPIN: &str = "kubelet.service.d/10-containerd-guard.conf";
 
@@ -16,12 +17,16 @@ pub fn kubelet_gate(image: &Image) -> Finding {
         Ok(None) => return Finding::skip(id, "no kubelet.service in the image"),
         Err(f) => return f,
     };
-    gate(
+    let f = gate(
         id,
         kubelet,
         ("runtime", "runtime", KUBELET_DROPIN),
         "kubelet starts without waiting for a usable runtime",
-    )
+    );
+    match f.status {
+        Status::Pass => timeouts::judge(f, kubelet, &timeouts::runtime_need(&image.guard.settings)),
+        _ => f,
+    }
 }
 
 pub fn kubelet_order(image: &Image) -> Finding {

@@ -16,6 +16,7 @@ mod facts;
 mod kubelet;
 mod order;
 mod rules;
+mod timeouts;
 mod user_data;
 
 pub use facts::Image;

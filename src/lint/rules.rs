@@ -4,6 +4,7 @@
 
 use super::facts::{Image, Loaded};
 use super::order::{self, MountDecl};
+use super::timeouts;
 use crate::checks::kill_mode;
 use crate::host::units::Unit;
 use crate::report::{Finding, Id, Status};
@@ -43,12 +44,16 @@ pub fn guard_dropin(image: &Image) -> Finding {
         Ok(u) => u,
         Err(f) => return f,
     };
-    gate(
+    let f = gate(
         id,
         cd,
         ("volume", "volume --pre-start", CONTAINERD_DROPIN),
         "containerd starts without the guard's volume check",
-    )
+    );
+    match f.status {
+        Status::Pass => timeouts::judge(f, cd, &timeouts::volume_need(&image.guard.settings)),
+        _ => f,
+    }
 }
 
 /// Whether `unit` runs the guard's gate (`guard SUBCOMMAND`, `command` in full, from the
