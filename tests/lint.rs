@@ -1053,3 +1053,20 @@ fn waits_longer_than_the_units_start_timeout_fail_without_notify_access() {
         &["[hold] timeout", "TimeoutStartSec=360s"],
     );
 }
+
+/// `lint.config` and `guard verify` judge an unset `[volume] device` alike.
+#[test]
+fn an_unset_device_warns_in_lint_as_in_verify() {
+    let img = Image::clean();
+    img.put(
+        "/usr/lib/containerd-guard/config.d/50-image.toml",
+        &FRAGMENT.replace("device = \"LABEL=containerd\"\n", ""),
+    );
+    expect(
+        &img.lint(&[]),
+        "lint.config",
+        "warn",
+        0,
+        &["no [volume] device configured"],
+    );
+}

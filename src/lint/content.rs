@@ -1,7 +1,7 @@
 //! The rules on what the image carries: the sandbox image in its baked archive, and the
 //! guard's own fragments. Pure, over the facts read ([`super::facts`]).
 
-use super::facts::{sandbox_image, Image};
+use super::facts::{sandbox_image, GuardConfig, Image};
 use crate::config::DeviceSpec;
 use crate::report::{Finding, Id};
 
@@ -79,8 +79,15 @@ fn key_of(image: &Image) -> String {
 }
 
 pub fn config(image: &Image) -> Finding {
+    config_of(&image.guard, |device| satisfied_by(image, device))
+}
+
+/// `lint.config` of the fragments read; `named_by` says where the image names a device.
+pub fn config_of(
+    guard: &GuardConfig,
+    named_by: impl FnOnce(&DeviceSpec) -> Option<String>,
+) -> Finding {
     let id = Id::LintConfig;
-    let guard = &image.guard;
     if !guard.problems.is_empty() {
         let mut f = Finding::fail(
             id,
@@ -93,15 +100,10 @@ pub fn config(image: &Image) -> Finding {
         return f;
     }
     let Some(device) = &guard.settings.volume.device else {
-        return Finding::pass(
-            id,
-            format!(
-                "{} fragment(s) parse; no [volume] device set",
-                guard.files.len()
-            ),
-        );
+        return crate::checks::volume::rules::unset_device(id)
+            .evidence(format!("{} fragment(s) parse", guard.files.len()));
     };
-    match satisfied_by(image, device) {
+    match named_by(device) {
         Some(place) => Finding::pass(id, format!("{} fragment(s) parse; [volume] device {} is named by {place}", guard.files.len(), device)),
         None => Finding::warn(
             id,

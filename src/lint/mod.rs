@@ -57,3 +57,48 @@ pub fn run(dir: &Path, user_data: Option<(String, String)>) -> Result<Report, No
     let image = tracing::debug_span!("read").in_scope(|| facts::gather(&tree, user_data));
     Ok(Report::new(RULES.iter().map(|rule| rule(&image)).collect()))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::checks::volume::facts::{ContainerdSeen, Listener, VolumeFacts};
+    use crate::checks::volume::rules::{evaluate, Phase};
+    use crate::config::Settings;
+    use crate::host::mountinfo::MountTable;
+    use crate::report::Id;
+
+    /// `guard verify`'s `volume.device` and `guard lint`'s `lint.config` judge an unset
+    /// `[volume] device` with one function: the same status, summary and remedy.
+    #[test]
+    fn verify_and_lint_agree_on_an_unset_device() {
+        let settings = Settings::default();
+        assert_eq!(settings.volume.device, None);
+        let facts = VolumeFacts {
+            path: "/var/lib/containerd".into(),
+            mounts: Ok(MountTable::default().into()),
+            device: None,
+            btrfs: None,
+            stats: None,
+            write_probe: None,
+            hidden: None,
+            containerd: ContainerdSeen {
+                listener: Listener::Absent,
+                socket: "/run/containerd/containerd.sock".into(),
+                processes: Vec::new(),
+                not_counted: Vec::new(),
+            },
+            kubelet: None,
+        };
+        let verify = evaluate(&settings.volume, &facts, Phase::Verify);
+        let verify = verify.iter().find(|f| f.id == Id::VolumeDevice).unwrap();
+        let guard = super::facts::GuardConfig {
+            settings,
+            ..Default::default()
+        };
+        let lint = super::content::config_of(&guard, |_| None);
+        assert_eq!(lint.id, Id::LintConfig);
+        assert_eq!(
+            (&lint.status, &lint.summary, &lint.remedy),
+            (&verify.status, &verify.summary, &verify.remedy)
+        );
+    }
+}

@@ -9,6 +9,7 @@ use crate::host::mountinfo::{DevNum, MountEntry, MountTable};
 use crate::report::{Finding, Id};
 
 mod identity;
+pub use identity::unset_device;
 mod margin;
 use identity::*;
 

@@ -4,10 +4,16 @@
 
 use super::*;
 
+/// No `[volume] device`: one judgement for `guard verify` (`volume.device`) and `guard
+/// lint` (`lint.config`), so that the two never disagree on the key.
+pub fn unset_device(id: Id) -> Finding {
+    Finding::warn(id, "no [volume] device configured; the disk's identity is not checked")
+        .remedy("set [volume] device = \"LABEL=...\" (or UUID=, PARTUUID=, PARTLABEL=, /dev/...) in /etc/containerd-guard/config.d/")
+}
+
 pub(super) fn device_finding(facts: &VolumeFacts, path: &str) -> Finding {
     let Some((spec, lookup)) = &facts.device else {
-        return Finding::warn(Id::VolumeDevice, "no [volume] device configured; the disk's identity is not checked")
-            .remedy("set [volume] device = \"LABEL=...\" (or UUID=, PARTUUID=, PARTLABEL=, /dev/...) in /etc/containerd-guard/config.d/");
+        return unset_device(Id::VolumeDevice);
     };
     match (lookup, facts.mount()) {
         (Lookup::Found { dev, how, .. }, Some(m)) if *dev == m.dev => {
