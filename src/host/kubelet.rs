@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use yaml_rust2::parser::{Event, Parser};
 
+pub mod env;
 #[cfg(test)]
 mod tests;
 
@@ -24,6 +25,8 @@ mod tests;
 pub const DEFAULT_CONFIG: &str = "/var/lib/kubelet/config.yaml";
 /// kubelet's own configuration files are small; a larger one is not read.
 const CONFIG_CAP: u64 = 1 << 20;
+/// An environment file is a few lines; a bigger one is read to here.
+const ENV_FILE_CAP: u64 = 64 << 10;
 
 /// kubelet's defaults on Linux (`evictionHard`), of which these two cover the image
 /// filesystem.
@@ -131,8 +134,9 @@ impl Flags {
     }
 }
 
-/// `--config`, `--eviction-hard` and `--eviction-soft` from kubelet.service's `ExecStart`,
-/// `Environment=` and `EnvironmentFile=` (kubeadm puts them in variables there).
+/// `--config`, `--eviction-hard` and `--eviction-soft` on kubelet's command line, as
+/// systemd builds it from kubelet.service's `ExecStart=`, `Environment=` and
+/// `EnvironmentFile=` (kubeadm puts the flags in variables there): [`env`].
 fn unit_flags(host: &Host) -> Flags {
     let name = "kubelet.service";
     let mut flags = Flags {
@@ -146,20 +150,22 @@ fn unit_flags(host: &Host) -> Flags {
     else {
         return flags;
     };
-    let mut words: Vec<String> = Vec::new();
-    for key in ["ExecStart", "Environment"] {
-        for a in unit.list("Service", key) {
-            words.extend(a.value.split_whitespace().map(unquote));
-        }
+    let mut vars = BTreeMap::new();
+    for a in unit.list("Service", "Environment") {
+        vars.extend(env::assignments(&a.value));
     }
+    // the files override Environment=, a later file an earlier one; `-`: may be missing
     for a in unit.list("Service", "EnvironmentFile") {
         let path = a.value.trim_start_matches('-');
-        if let Ok(bytes) = read_bounded(&host.os_file(path), 64 << 10, Links::Follow) {
-            let text = String::from_utf8_lossy(&bytes);
-            words.extend(text.split_whitespace().map(unquote));
+        if let Ok(bytes) = read_bounded(&host.os_file(path), ENV_FILE_CAP, Links::Follow) {
+            vars.extend(env::parse_file(&String::from_utf8_lossy(&bytes)));
         }
     }
-    let mut words = words.iter().map(|w| flag_part(w)).peekable();
+    let Some(exec) = unit.list("Service", "ExecStart").last().copied() else {
+        return flags;
+    };
+    let argv = env::command_line(&exec.value, &vars);
+    let mut words = argv.iter().skip(1).map(String::as_str).peekable();
     while let Some(word) = words.next() {
         let Some(flag) = word.strip_prefix("--") else {
             continue;
@@ -179,18 +185,6 @@ fn unit_flags(host: &Host) -> Flags {
         }
     }
     flags
-}
-
-/// `KUBELET_CONFIG_ARGS=--config=/x` (an `Environment=` assignment) -> `--config=/x`.
-fn flag_part(word: &str) -> &str {
-    match word.find("=--") {
-        Some(i) if !word[..i].contains('-') => &word[i + 1..],
-        _ => word,
-    }
-}
-
-fn unquote(w: &str) -> String {
-    w.trim_matches(|c| c == '"' || c == '\'').to_string()
 }
 
 /// `imagefs.available<15%,memory.available<100Mi` as a map.

@@ -105,7 +105,8 @@ fn the_config_path_comes_from_the_guard_then_the_unit_then_the_default() {
     let (_t, host) = node(&[
         (
             "/etc/systemd/system/kubelet.service.d/10-c.conf",
-            "[Service]\nEnvironment=\"KUBELET_CONFIG_ARGS=--config /etc/kubelet/custom.yaml\"\n",
+            "[Service]\nEnvironment=\"KUBELET_CONFIG_ARGS=--config /etc/kubelet/custom.yaml\"\n\
+             ExecStart=\nExecStart=/usr/bin/kubelet $KUBELET_CONFIG_ARGS\n",
         ),
         ("/etc/kubelet/custom.yaml", "partial-eviction-hard.yaml"),
         ("/var/lib/kubelet/config.yaml", "kubeadm-defaults.yaml"),
@@ -164,4 +165,49 @@ fn hostile_yaml_is_refused_or_skipped_without_expanding_anything() {
         parse("evictionHard:\n").unwrap().hard,
         Some(BTreeMap::new())
     );
+}
+
+/// kubeadm's drop-in with its two environment files: the flags kubeadm writes
+/// (`KUBELET_KUBEADM_ARGS`, double-quoted) and the operator's `/etc/default/kubelet`
+/// (`KUBELET_EXTRA_ARGS`, quoted, continued over two lines, with commented-out lines and a
+/// variable ExecStart does not name), read as systemd reads them.
+#[test]
+fn kubelets_environment_files_are_read_as_systemd_reads_them() {
+    let (_t, host) = node(&[
+        (KUBEADM_DROPIN, "10-kubeadm.conf"),
+        (
+            "/var/lib/kubelet/kubeadm-flags.env",
+            fixture("kubeadm-flags.env").as_str(),
+        ),
+        ("/etc/default/kubelet", fixture("default-kubelet").as_str()),
+        ("/var/lib/kubelet/config.yaml", "kubeadm-defaults.yaml"),
+    ]);
+    let e = read(&host, None).unwrap().unwrap();
+    let hard = e
+        .hard
+        .as_ref()
+        .expect("--eviction-hard from KUBELET_EXTRA_ARGS");
+    assert_eq!(
+        hard.get("imagefs.available").map(String::as_str),
+        Some("20%")
+    );
+    assert_eq!(
+        hard.get("memory.available").map(String::as_str),
+        Some("200Mi")
+    );
+    assert_eq!(
+        e.soft, None,
+        "a commented-out or unreferenced variable sets nothing"
+    );
+    assert_eq!(e.file.as_deref(), Some(Path::new(DEFAULT_CONFIG)));
+    // the commented-out line alone sets nothing
+    let (_t, host) = node(&[
+        (KUBEADM_DROPIN, "10-kubeadm.conf"),
+        (
+            "/etc/default/kubelet",
+            "#KUBELET_EXTRA_ARGS=--eviction-hard=imagefs.available<1%\n",
+        ),
+        ("/var/lib/kubelet/config.yaml", "kubeadm-defaults.yaml"),
+    ]);
+    assert_eq!(read(&host, None).unwrap().unwrap().hard, None);
 }
