@@ -208,7 +208,7 @@ fn a_clean_image_built_as_documented_passes_with_nothing_above_ok() {
         .clone();
     assert_eq!(
         findings.len(),
-        10,
+        11,
         "one finding per lint rule:\n{}",
         o.dump()
     );
@@ -1069,4 +1069,39 @@ fn an_unset_device_warns_in_lint_as_in_verify() {
         0,
         &["no [volume] device configured"],
     );
+}
+
+/// A hostile image: 20 unit names linked to one 1 MiB file of assignments. The lint reads
+/// units within a total budget and fails naming it, and what it read is bounded by it.
+#[test]
+fn units_past_the_lints_budget_fail_naming_it_and_bound_the_work() {
+    let img = Image::clean();
+    let body = "[Service]\n".to_string() + &"A=b\n".repeat((1 << 20) / 4 - 4);
+    img.put("/opt/huge.service", &body);
+    for i in 0..20 {
+        img.link(&format!("{ETC}/huge{i}.service"), "/opt/huge.service");
+    }
+    let o = img.lint(&[]);
+    expect(&o, "lint.budget", "fail", 1, &["budget", "huge"]);
+    let read = units_read(&o);
+    assert!(
+        read.1 <= 16 << 20,
+        "read {} bytes of units:\n{}",
+        read.1,
+        o.dump()
+    );
+    let clean = Image::clean().lint(&[]);
+    expect(&clean, "lint.budget", "pass", 0, &[]);
+    let read = units_read(&clean);
+    assert!(read.0 > 0 && read.0 < 20, "{read:?}\n{}", clean.dump());
+}
+
+/// `(files, bytes)` of unit files the lint read, from `lint.budget`'s evidence
+/// (`read N unit files, M bytes`).
+fn units_read(o: &Outcome) -> (u64, u64) {
+    let text = o.finding_text("lint.budget");
+    let at = text.find("read ").unwrap_or_else(|| panic!("{text}"));
+    let words: Vec<&str> = text[at..].split_whitespace().collect();
+    let num = |w: &str| w.trim_end_matches(',').parse::<u64>().unwrap();
+    (num(words[1]), num(words[4]))
 }

@@ -106,8 +106,49 @@ impl Unit {
     }
 }
 
+/// What loading units may read and parse in all, and what it did: a caller that loads
+/// many units of a tree it does not trust (`guard lint` on an image) bounds its work and
+/// memory by it. Each file read and each assignment parsed is charged; past a limit the
+/// load fails naming the limit and the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budget {
+    pub max_bytes: u64,
+    pub max_assignments: usize,
+    pub files: u64,
+    pub bytes: u64,
+    pub assignments: usize,
+    /// What went past a limit, first time only.
+    pub exceeded: Option<String>,
+}
+
+impl Budget {
+    pub fn new(max_bytes: u64, max_assignments: usize) -> Budget {
+        Budget {
+            max_bytes,
+            max_assignments,
+            files: 0,
+            bytes: 0,
+            assignments: 0,
+            exceeded: None,
+        }
+    }
+
+    /// Past a limit: the first reason is kept, every later load fails with it.
+    fn refuse(&mut self, why: String) -> String {
+        self.exceeded.get_or_insert(why).clone()
+    }
+}
+
 /// Loads `name` from an OS tree; `Ok(None)` when no file or drop-in names it.
 pub fn load(tree: &Tree, name: &str) -> Result<Option<Unit>, String> {
+    load_within(tree, name, &mut Budget::new(u64::MAX, usize::MAX))
+}
+
+/// [`load`], charging what it reads and parses to `budget`.
+pub fn load_within(tree: &Tree, name: &str, budget: &mut Budget) -> Result<Option<Unit>, String> {
+    if let Some(why) = &budget.exceeded {
+        return Err(why.clone());
+    }
     let fragment = find(tree, name)?;
     let (dropins, masked_dropins) = dropins(tree, name)?;
     if fragment.is_none() && dropins.is_empty() && masked_dropins.is_empty() {
@@ -129,13 +170,44 @@ pub fn load(tree: &Tree, name: &str) -> Result<Option<Unit>, String> {
         return Ok(Some(unit));
     }
     if let Some(Found::File(path)) = &fragment {
-        unit.assignments.extend(parse(&read(tree, path)?, path));
+        charged(tree, (name, path), budget, &mut unit.assignments)?;
     }
     for path in dropins {
-        unit.assignments.extend(parse(&read(tree, &path)?, &path));
+        charged(tree, (name, &path), budget, &mut unit.assignments)?;
         unit.dropins.push(path);
     }
     Ok(Some(unit))
+}
+
+/// Reads and parses one file of unit `name` into `out`, within `budget`.
+fn charged(
+    tree: &Tree,
+    (name, path): (&str, &Path),
+    budget: &mut Budget,
+    out: &mut Vec<Assignment>,
+) -> Result<(), String> {
+    let text = read(tree, path)?;
+    budget.files += 1;
+    budget.bytes += text.len() as u64;
+    if budget.bytes > budget.max_bytes {
+        return Err(budget.refuse(format!(
+            "{name} ({}): past the budget of {} bytes of unit files",
+            path.display(),
+            budget.max_bytes
+        )));
+    }
+    let room = budget.max_assignments.saturating_sub(budget.assignments);
+    let before = out.len();
+    let complete = parse_into(&text, path, room, out);
+    budget.assignments += out.len() - before;
+    match complete {
+        true => Ok(()),
+        false => Err(budget.refuse(format!(
+            "{name} ({}): past the budget of {} assignments in unit files",
+            path.display(),
+            budget.max_assignments
+        ))),
+    }
 }
 
 /// The unit files on the search path whose names start with one of `prefixes` and end
@@ -259,6 +331,13 @@ fn read(tree: &Tree, path: &Path) -> Result<String, String> {
 /// The assignments of one file (`file` only labels them), in order.
 pub fn parse(text: &str, file: &Path) -> Vec<Assignment> {
     let mut out = Vec::new();
+    parse_into(text, file, usize::MAX, &mut out);
+    out
+}
+
+/// [`parse`] into `out`, at most `room` assignments: `false` when the file holds more.
+fn parse_into(text: &str, file: &Path, room: usize, out: &mut Vec<Assignment>) -> bool {
+    let mut left = room;
     let mut section = String::new();
     let mut lines = text.lines().enumerate();
     while let Some((i, raw)) = lines.next() {
@@ -282,6 +361,10 @@ pub fn parse(text: &str, file: &Path) -> Vec<Assignment> {
             continue;
         }
         if let Some((key, value)) = line.split_once('=') {
+            let Some(l) = left.checked_sub(1) else {
+                return false;
+            };
+            left = l;
             out.push(Assignment {
                 section: section.clone(),
                 key: key.trim().to_string(),
@@ -291,5 +374,5 @@ pub fn parse(text: &str, file: &Path) -> Vec<Assignment> {
             });
         }
     }
-    out
+    true
 }

@@ -12,11 +12,16 @@ use crate::host::fstab;
 use crate::host::tree::Tree;
 use crate::host::units::{self, Unit};
 use crate::host::CONFIG_DIRS;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Config files (fstab, cloud-init, TOML) are small; a bigger one is not read.
 const TEXT_CAP: u64 = 1 << 20;
+/// The lint's budget for unit files: a node image has a few hundred services of a few
+/// KiB and a few dozen assignments each. Bytes read in all, assignments parsed in all
+/// (each is kept while its unit is judged: this bounds the memory), `.service` names.
+pub const UNIT_BYTES: u64 = 8 << 20;
+pub const UNIT_ASSIGNMENTS: usize = 50_000;
+pub const SERVICES: usize = 4096;
 
 /// A unit as read: `Ok(None)` when the image has none of that name.
 pub type Loaded = Result<Option<Unit>, String>;
@@ -53,6 +58,8 @@ pub struct Image {
     /// `--user-data` that is not a cloud config: its name and what it is instead.
     pub user_data_not_read: Option<(String, String)>,
     pub guard: GuardConfig,
+    /// What reading the units cost, and whether it went past the lint's budget.
+    pub budget: units::Budget,
     pub containerd_config: Source<ContainerdConfig>,
     /// Each `[sandbox] archives` entry: the image names it holds, verified.
     pub archives: Vec<Source<Vec<String>>>,
@@ -94,43 +101,39 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         .as_ref()
         .map_or_else(|_| cd_config::DEFAULT_ROOT.into(), |c| c.root.clone());
     let mount_unit_name = mount_unit_name(&volume);
-    // every service once: the kubeadm scan needs them all, the rules a few by name
-    let mut services: BTreeMap<String, Loaded> =
-        units::units_named(tree, |n| n.ends_with(".service"))
-            .into_iter()
-            .map(|n| {
-                let unit = units::load(tree, &n);
-                (n, unit)
-            })
-            .collect();
-    let readable = |wanted: &dyn Fn(&str, &Unit) -> bool| -> Vec<Unit> {
-        services
-            .iter()
-            .filter_map(|(n, l)| l.as_ref().ok()?.as_ref().filter(|u| wanted(n, u)))
-            .cloned()
-            .collect()
-    };
-    let other_runtimes =
-        readable(&|n, u| !u.masked && (n.starts_with("k3s") || n.starts_with("rke2")));
-    let kubeadm_units =
-        readable(&|n, u| n != "kubelet.service" && !u.masked && kubeadm_exec(u).is_some());
-    // a unit made only of drop-ins is in no listing: loaded by name
-    let mut take = |name: &str| {
-        services
-            .remove(name)
-            .unwrap_or_else(|| units::load(tree, name))
-    };
+    let mut budget = units::Budget::new(UNIT_BYTES, UNIT_ASSIGNMENTS);
+    let mut load = |name: &str| units::load_within(tree, name, &mut budget);
+    // the units the rules name first, so that a hostile rest cannot crowd them out
+    let containerd = load("containerd.service");
+    let kubelet = load("kubelet.service");
+    let cloud_final = load("cloud-final.service");
+    let cloud_init = load("cloud-init.service");
+    let mount_unit = load(&mount_unit_name);
+    let named = [
+        ("containerd.service", &containerd),
+        ("kubelet.service", &kubelet),
+        ("cloud-final.service", &cloud_final),
+        ("cloud-init.service", &cloud_init),
+    ];
+    let mut scan = Scan::default();
+    for (name, loaded) in named {
+        if let Ok(Some(u)) = loaded {
+            scan.keep(name, u);
+        }
+    }
+    scan_services(tree, &named.map(|(n, _)| n), &mut budget, &mut scan);
     let archives = archives(tree, &guard.settings, &containerd_config);
     Image {
-        containerd: take("containerd.service"),
-        kubelet: take("kubelet.service"),
-        kubeadm_units,
-        cloud_final: take("cloud-final.service"),
-        other_runtimes,
-        cloud_init_installed: matches!(take("cloud-init.service"), Ok(Some(_))),
+        containerd,
+        kubelet,
+        kubeadm_units: scan.kubeadm_units,
+        cloud_final,
+        other_runtimes: scan.other_runtimes,
+        cloud_init_installed: matches!(cloud_init, Ok(Some(_))),
         volume,
-        mount_unit: units::load(tree, &mount_unit_name),
+        mount_unit,
         mount_unit_name,
+        budget,
         fstab: text_source(tree, "/etc/fstab", |t| Ok(fstab::entries(t))),
         clouds: clouds(tree),
         user_data,
@@ -138,6 +141,48 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         guard,
         containerd_config,
         archives,
+    }
+}
+
+/// The units the kubeadm and kill-mode rules need from every service of the image; the
+/// rest is dropped as soon as it is judged.
+#[derive(Default)]
+struct Scan {
+    other_runtimes: Vec<Unit>,
+    kubeadm_units: Vec<Unit>,
+}
+
+impl Scan {
+    fn keep(&mut self, name: &str, u: &Unit) {
+        if u.masked {
+            return;
+        }
+        if name.starts_with("k3s") || name.starts_with("rke2") {
+            self.other_runtimes.push(u.clone());
+        }
+        if name != "kubelet.service" && kubeadm_exec(u).is_some() {
+            self.kubeadm_units.push(u.clone());
+        }
+    }
+}
+
+/// Every `.service` but those in `done`, loaded one at a time within the budget.
+fn scan_services(tree: &Tree, done: &[&str], budget: &mut units::Budget, scan: &mut Scan) {
+    let names = units::units_named(tree, |n| n.ends_with(".service"));
+    if names.len() > SERVICES {
+        budget.exceeded.get_or_insert(format!(
+            "{} .service units on the search path, past the budget of {SERVICES} units",
+            names.len()
+        ));
+        return;
+    }
+    for name in names.iter().filter(|n| !done.contains(&n.as_str())) {
+        if budget.exceeded.is_some() {
+            return;
+        }
+        if let Ok(Some(u)) = units::load_within(tree, name, budget) {
+            scan.keep(name, &u);
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 //! one finding, `ok` when the image is fine, with `FILE:LINE` evidence and the fix.
 
 mod boot_mount;
+mod budget;
 mod content;
 mod facts;
 mod kubelet;
@@ -38,6 +39,7 @@ const RULES: &[fn(&Image) -> Finding] = &[
     rules::kill_mode,
     content::sandbox_archive,
     content::config,
+    budget::budget,
 ];
 
 /// Why an image could not be linted at all (exit 3).

@@ -70,6 +70,7 @@ ids! {
     LintKillMode => "lint.kill-mode",
     LintSandboxArchive => "lint.sandbox-archive",
     LintConfig => "lint.config",
+    LintBudget => "lint.budget",
 }
 
 impl std::fmt::Display for Id {

@@ -212,3 +212,30 @@ fn a_linked_directory_on_the_way_is_resolved_inside_the_root() {
     let d = t.load("d.service");
     assert_eq!(d.setting("Service", "KillMode").unwrap().value, "none");
 }
+
+/// A budget charges each file and assignment; past it the parse stops (no more is
+/// allocated), the load fails naming the limit and the unit, and so does every later one.
+#[test]
+fn a_budget_bounds_what_loading_reads_and_keeps() {
+    let f = Fixture::new();
+    f.put("/etc/systemd/system/a.service", "[Service]\nA=1\nB=2\n")
+        .put("/etc/systemd/system/a.service.d/x.conf", "[Service]\nC=3\n")
+        .put("/etc/systemd/system/many.service", &"X=y\n".repeat(100));
+    let tree = f.host();
+    let mut budget = Budget::new(1 << 20, 10);
+    let a = load_within(&tree, "a.service", &mut budget)
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.assignments.len(), 3);
+    assert_eq!((budget.files, budget.assignments), (2, 3));
+    let e = load_within(&tree, "many.service", &mut budget).unwrap_err();
+    assert!(
+        e.contains("many.service") && e.contains("10 assignments"),
+        "{e}"
+    );
+    assert_eq!(budget.assignments, 10, "the parse stopped at the limit");
+    assert_eq!(load_within(&tree, "a.service", &mut budget).unwrap_err(), e);
+    let mut bytes = Budget::new(20, 1000);
+    let e = load_within(&tree, "many.service", &mut bytes).unwrap_err();
+    assert!(e.contains("20 bytes"), "{e}");
+}
