@@ -7,8 +7,8 @@
 //! Read as systemd.service(5) says: `TimeoutStartSec=` and `TimeoutSec=` (which sets it
 //! too) in the order applied, the last wins, an empty one resets to the default
 //! (systemd's `DefaultTimeoutStartSec=`, 90 s unless the image's `system.conf` changes
-//! it: not read), `infinity` or `0` is no timeout, a value systemd cannot parse is
-//! ignored as systemd ignores it.
+//! it: not read; none for `Type=oneshot`), `infinity` or `0` is no timeout, a value
+//! systemd cannot parse is ignored as systemd ignores it.
 
 use crate::config::units::format_duration;
 use crate::config::Settings;
@@ -69,14 +69,19 @@ pub fn runtime_need(s: &Settings) -> Need {
 /// The effective start timeout: `None` when there is none, else its length and where it
 /// was set (`None` for systemd's default).
 pub fn start_timeout(unit: &Unit) -> Option<(Duration, Option<&Assignment>)> {
-    let mut effective = (Some(DEFAULT_START), None);
+    // a oneshot service has no start timeout unless it sets one (systemd.service(5))
+    let oneshot = unit
+        .setting("Service", "Type")
+        .is_some_and(|a| a.value == "oneshot");
+    let default = (!oneshot).then_some(DEFAULT_START);
+    let mut effective = (default, None);
     for a in unit
         .assignments
         .iter()
         .filter(|a| a.section == "Service" && (a.key == "TimeoutStartSec" || a.key == "TimeoutSec"))
     {
         effective = match a.value.as_str() {
-            "" => (Some(DEFAULT_START), None),
+            "" => (default, None),
             "infinity" => (None, Some(a)),
             v => match timespan(v) {
                 Some(d) if d.is_zero() => (None, Some(a)),
@@ -222,6 +227,11 @@ mod tests {
             Some(90)
         );
         assert_eq!(t("[Service]\nTimeoutStartSec=infinity\n"), None);
+        assert_eq!(t("[Service]\nType=oneshot\n"), None);
+        assert_eq!(
+            t("[Service]\nType=oneshot\nTimeoutStartSec=1min\n"),
+            Some(60)
+        );
         assert_eq!(t("[Service]\nTimeoutStartSec=0\n"), None);
         assert_eq!(
             t("[Service]\nTimeoutStartSec=150s\nTimeoutStartSec=bogus\n"),
