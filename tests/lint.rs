@@ -1072,7 +1072,8 @@ fn an_unset_device_warns_in_lint_as_in_verify() {
 }
 
 /// A hostile image: 20 unit names linked to one 1 MiB file of assignments. The lint reads
-/// units within a total budget and fails naming it, and what it read is bounded by it.
+/// units within a total budget and fails naming it, and what it read is bounded by it
+/// (cloud-init's configs share the budget: `lint::facts::tests`).
 #[test]
 fn units_past_the_lints_budget_fail_naming_it_and_bound_the_work() {
     let img = Image::clean();

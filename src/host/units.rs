@@ -137,6 +137,22 @@ impl Budget {
     fn refuse(&mut self, why: String) -> String {
         self.exceeded.get_or_insert(why).clone()
     }
+
+    /// Charges one file of `bytes` read for `what` (a unit and its file, a config file).
+    pub fn charge_bytes(&mut self, what: &str, bytes: u64) -> Result<(), String> {
+        if let Some(why) = &self.exceeded {
+            return Err(why.clone());
+        }
+        self.files += 1;
+        self.bytes += bytes;
+        match self.bytes > self.max_bytes {
+            true => Err(self.refuse(format!(
+                "{what}: past the budget of {} bytes read",
+                self.max_bytes
+            ))),
+            false => Ok(()),
+        }
+    }
 }
 
 /// Loads `name` from an OS tree; `Ok(None)` when no file or drop-in names it.
@@ -187,15 +203,7 @@ fn charged(
     out: &mut Vec<Assignment>,
 ) -> Result<(), String> {
     let text = read(tree, path)?;
-    budget.files += 1;
-    budget.bytes += text.len() as u64;
-    if budget.bytes > budget.max_bytes {
-        return Err(budget.refuse(format!(
-            "{name} ({}): past the budget of {} bytes of unit files",
-            path.display(),
-            budget.max_bytes
-        )));
-    }
+    budget.charge_bytes(&format!("{name} ({})", path.display()), text.len() as u64)?;
     let room = budget.max_assignments.saturating_sub(budget.assignments);
     let before = out.len();
     let complete = parse_into(&text, path, room, out);

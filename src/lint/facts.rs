@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 
 /// Config files (fstab, cloud-init, TOML) are small; a bigger one is not read.
 const TEXT_CAP: u64 = 1 << 20;
-/// The lint's budget for unit files: a node image has a few hundred services of a few
-/// KiB and a few dozen assignments each. Bytes read in all, assignments parsed in all
-/// (each is kept while its unit is judged: this bounds the memory), `.service` names.
+/// The lint's budget for unit files and cloud-init's configs: a node image has a few
+/// hundred services of a few KiB and a few dozen assignments each. Bytes read in all,
+/// assignments parsed in all (each is kept while its unit is judged: this bounds the
+/// memory), `.service` names.
 pub const UNIT_BYTES: u64 = 8 << 20;
 pub const UNIT_ASSIGNMENTS: usize = 50_000;
 pub const SERVICES: usize = 4096;
@@ -123,6 +124,7 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
     }
     scan_services(tree, &named.map(|(n, _)| n), &mut budget, &mut scan);
     let archives = archives(tree, &guard.settings, &containerd_config);
+    let clouds = clouds(tree, &mut budget);
     Image {
         containerd,
         kubelet,
@@ -135,7 +137,7 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         mount_unit_name,
         budget,
         fstab: text_source(tree, "/etc/fstab", |t| Ok(fstab::entries(t))),
-        clouds: clouds(tree),
+        clouds,
         user_data,
         user_data_not_read,
         guard,
@@ -210,7 +212,8 @@ fn text_source<T>(
     }
 }
 
-fn clouds(tree: &Tree) -> Vec<Source<Cloud>> {
+/// cloud-init's configs, each charged to `budget` (what is read of them is kept).
+fn clouds(tree: &Tree, budget: &mut units::Budget) -> Vec<Source<Cloud>> {
     let dir = "/etc/cloud/cloud.cfg.d";
     let mut files = vec!["/etc/cloud/cloud.cfg".to_string()];
     let listed = tree.list(Path::new(dir)).unwrap_or_default();
@@ -220,11 +223,20 @@ fn clouds(tree: &Tree) -> Vec<Source<Cloud>> {
             .filter(|n| n.ends_with(".cfg"))
             .map(|n| format!("{dir}/{n}")),
     );
-    files
+    let mut out = Vec::new();
+    for f in files
         .iter()
         .filter(|f| matches!(tree.lstat(Path::new(f)), Ok(Some(_))))
-        .map(|f| text_source(tree, f, cloud_init::parse))
-        .collect()
+    {
+        if budget.exceeded.is_some() {
+            break;
+        }
+        out.push(text_source(tree, f, |text| {
+            budget.charge_bytes(f, text.len() as u64)?;
+            cloud_init::parse(text)
+        }));
+    }
+    out
 }
 
 /// The guard's fragments as the guard itself finds them ([`effective`]: a later directory's
@@ -362,3 +374,6 @@ fn verify_archive(
     }
     Ok(verified.names)
 }
+
+#[cfg(test)]
+mod tests;
