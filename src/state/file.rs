@@ -152,6 +152,28 @@ impl Dir {
     pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
         renameat(&self.fd, from, &self.fd, to).map_err(io)
     }
+
+    /// The names in this directory that start with `prefix`, at most `max` of them
+    /// (sorted), read beneath the descriptor: a directory swapped for another after it was
+    /// opened is not the one listed.
+    pub fn names_starting(&self, prefix: &str, max: usize) -> io::Result<Vec<String>> {
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let mut listing = nix::dir::Dir::openat(&self.fd, ".", flags, Mode::empty()).map_err(io)?;
+        let mut names = Vec::new();
+        for entry in listing.iter() {
+            let name = entry
+                .map_err(io)?
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if name.starts_with(prefix) {
+                names.push(name);
+            }
+        }
+        names.sort();
+        names.truncate(max);
+        Ok(names)
+    }
 }
 
 /// `ELOOP` from `O_NOFOLLOW` means the name is a symlink: say so.
@@ -181,7 +203,7 @@ fn only_regular(file: File, name: &str) -> io::Result<File> {
 }
 
 /// 16 hex digits from the kernel's random pool.
-fn random_hex() -> io::Result<String> {
+pub(crate) fn random_hex() -> io::Result<String> {
     let mut bytes = [0u8; 8];
     File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())

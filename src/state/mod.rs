@@ -13,6 +13,8 @@
 //! - `runtime.status`: one human line for people and monitoring.
 //! - `metrics.json`: what the Prometheus textfile is rebuilt from ([`crate::metrics`]).
 //! - `repair.lock`: the repair lock.
+//! - `canary.<16 hex>.json`: one per canary pod in flight, written before it is made
+//!   ([`canary`]): the proof that a sandbox is the guard's own.
 //!
 //! Writes are atomic (temp file, fsync, rename, fsync of the directory): a reader never
 //! sees half a file, even when the guard is killed. Reads never wait on the lock.
@@ -23,6 +25,7 @@
 //! and the fix; nothing is read from it or written to it. Every file is reached beneath
 //! the directory's descriptor and never through a link ([`file`]).
 
+pub mod canary;
 pub mod file;
 pub mod lock;
 pub mod runtime;
