@@ -2,13 +2,14 @@
 //! canary pod is made and removed leaving nothing behind; a full volume, a volume that
 //! went read-only after a filesystem error and an immutable snapshot directory fail it
 //! (the last one fails nothing else); a canary of a killed guard is removed by the next
-//! run, one of a guard that still runs is left alone. Root only.
+//! repairing run, one of a guard that still runs is left alone. Root only.
 
 use testkit as support;
 
 use containerd_guard::containerd::canary::NAMESPACE;
 use std::path::Path;
-use support::cri::{sandboxes_in, start_canary_like_pod};
+use std::time::Duration;
+use support::cri::sandboxes_in;
 use support::node::*;
 use support::runtime::*;
 use support::workload::ctr_k8s_ok;
@@ -233,47 +234,89 @@ fn c04_an_immutable_snapshot_directory_fails_the_canary_and_nothing_else() {
     assert_eq!(listed, Ok(vec![]), "nothing of the failed canaries is left");
 }
 
+/// The guard's canary records in `state_dir` (`canary.*.json`).
+fn records(n: &Node) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(n.t.guard_state_dir()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = dir
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("canary."))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A guard killed while its canary is in flight (its StopPodSandbox held by a proxy, then
+/// SIGKILL): while it still runs, another guard leaves that canary alone and does not
+/// report it; once it is dead, the next `guard runtime` proves it gone by its record and
+/// removes the canary and the record.
 #[test]
-fn c05_a_killed_guards_canary_is_removed_and_a_running_guards_is_left_alone() {
+fn c05_a_killed_guards_canary_is_removed_by_the_next_runtime_and_a_running_ones_left_alone() {
     if !require_root(TOOLS) {
         return;
     }
+    use support::grpc_proxy::DelayProxy;
     let n = node("c5");
     let cfg = config(&n, "");
     let socket = n.t.socket();
-    // a guard that was killed mid-canary: its pid is gone
-    let mut gone = std::process::Command::new("true").spawn().unwrap();
-    let dead_pid = gone.id();
-    gone.wait().unwrap();
-    let leftover = block_on("RunPodSandbox", start_canary_like_pod(&socket, dead_pid)).unwrap();
-    // a guard running right now (a process whose comm is `guard`), in the middle of its own
-    let running = n.t.path().join("guard");
-    copy_executable(Path::new("/bin/sleep"), &running);
-    let mut live = std::process::Command::new(&running)
-        .arg("60")
-        .spawn()
-        .unwrap();
-    let theirs = block_on("RunPodSandbox", start_canary_like_pod(&socket, live.id())).unwrap();
-
-    let out = deep(&cfg);
-    let listed = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE));
-    let left = left_of(&n, &leftover);
-    // once that guard is gone too, the next run removes its canary (run before any
-    // assertion: a failed test leaves no pod behind)
-    live.kill().unwrap();
-    live.wait().unwrap();
-    let after = deep(&cfg);
-    let removed = format!("removed canary {leftover} (left by a guard that no longer runs)");
-    out.expect(0, "runtime.can-create", "pass")
-        .mentions("runtime.can-create", &[&removed]);
-    assert_eq!(
-        listed,
-        Ok(vec![theirs.clone()]),
-        "only the running guard's canary is left"
+    let stop = "/runtime.v1.RuntimeService/StopPodSandbox";
+    let proxy = DelayProxy::start(
+        &socket,
+        &n.t.path().join("held-stop.sock"),
+        stop,
+        Duration::from_secs(60),
     );
+    let through = n.t.path().join("guard-held-stop.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
+        "[containerd]\n",
+        &format!("[containerd]\nsocket = \"{}\"\n", proxy.socket.display()),
+        1,
+    );
+    std::fs::write(&through, text).unwrap();
+    let stuck = Guard::with_config(&through).spawn(&["--json", "verify", "--deep"]);
+    let canary = poll_until("the stuck guard's canary", Duration::from_secs(20), || {
+        let listed = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE));
+        listed.ok().and_then(|l| l.first().cloned())
+    });
+    let recorded = records(&n);
+    let meanwhile = runtime(&cfg);
+    let listed_meanwhile = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE));
+    stuck.sigkill();
+    drop(proxy);
+    let after = runtime(&cfg);
+    let listed_after = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE));
+    let left = left_of(&n, &canary);
+    if !left.is_empty() {
+        let _ = block_on(
+            "remove the canary",
+            support::cri::remove_pod(&socket, &canary),
+        );
+    }
+    assert_eq!(
+        recorded.len(),
+        1,
+        "recorded before it was made: {recorded:?}"
+    );
+    meanwhile.expect(0, "runtime.can-create", "pass");
+    assert!(
+        !has_finding(&meanwhile, "runtime.canary-namespace"),
+        "another guard's canary in flight is not reported: {}",
+        meanwhile.dump()
+    );
+    assert_eq!(
+        listed_meanwhile,
+        Ok(vec![canary.clone()]),
+        "left alone while its guard runs"
+    );
+    let removed = format!("removed canary {canary} (left by a guard that died");
+    after
+        .expect(0, "runtime.can-create", "pass")
+        .mentions("runtime.can-create", &[&removed, "no longer runs"]);
+    assert_eq!(listed_after, Ok(vec![]));
     assert_eq!(left, Vec::<String>::new());
-    after.expect(0, "runtime.can-create", "pass");
-    assert_eq!(left_of(&n, &theirs), Vec::<String>::new());
+    assert_eq!(records(&n), Vec::<String>::new(), "its record went with it");
 }
 
 #[test]
@@ -286,10 +329,11 @@ fn c06_a_canary_cut_off_by_its_timeout_leaves_nothing_after_the_cleanup() {
     out.expect(1, "runtime.can-create", "fail")
         .mentions("runtime.can-create", &["within 1ms"]);
     // containerd may finish the sandbox after the guard stopped waiting: the cleanup, or
-    // the next run's sweep, removes it
-    let next = deep(&config(&n, ""));
+    // the next repairing run's sweep (its record proves it), removes it and the record
+    let next = runtime(&config(&n, ""));
     next.expect(0, "runtime.can-create", "pass");
     let listed = block_on("CRI ListPodSandbox", sandboxes_in(&n.t.socket(), NAMESPACE));
     assert_eq!(listed, Ok(vec![]), "{}", next.dump());
+    assert_eq!(records(&n), Vec::<String>::new(), "{}", next.dump());
     assert_eq!(n.ctrd.restarts(), 0);
 }

@@ -1309,3 +1309,109 @@ fn promtool_check(textfile: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Plants `(name, pid label, kubelet's labels?)` in the canary's pod namespace; the ids.
+fn plant_in_canary_namespace(socket: &Path, pods: &[(&str, String, bool)]) -> Vec<String> {
+    use containerd_guard::containerd::canary::{LABEL, NAMESPACE};
+    use support::cri::start_labelled_pod;
+    pods.iter()
+        .map(|(name, pid, kubelet)| {
+            let uid = random_uuid();
+            let mut labels = vec![(LABEL, pid.as_str())];
+            if *kubelet {
+                labels.extend([
+                    ("io.kubernetes.pod.name", *name),
+                    ("io.kubernetes.pod.namespace", NAMESPACE),
+                    ("io.kubernetes.pod.uid", uid.as_str()),
+                ]);
+            }
+            let started = start_labelled_pod(socket, name, NAMESPACE, &labels);
+            block_on("RunPodSandbox", started).unwrap()
+        })
+        .collect()
+}
+
+/// Sandboxes in the canary's pod namespace that no guard recorded making: two of
+/// kubelet's (with `canary-pid` labels) and four that forge the canary's label (a pid of
+/// 1, `v1`, a pid that is gone, the pid of a running process named `guard`). No command
+/// stops or removes one; each that looks at the canary names every one.
+#[test]
+fn s19_the_canary_never_touches_a_sandbox_it_did_not_make() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s19", dead_port()));
+    n.import_image();
+    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let socket = n.t.socket();
+    let running = n.t.path().join("guard");
+    copy_executable(Path::new("/bin/sleep"), &running);
+    let mut live = std::process::Command::new(&running)
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let planted = plant_in_canary_namespace(
+        &socket,
+        &[
+            ("kubelet-pid-1", "1".into(), true),
+            ("kubelet-pid-v1", "v1".into(), true),
+            ("forged-pid-1", "1".into(), false),
+            ("forged-pid-v1", "v1".into(), false),
+            ("forged-dead-pid", gone.id().to_string(), false),
+            ("forged-live-guard", live.id().to_string(), false),
+        ],
+    );
+    let guard = |args: &[&str]| Guard::with_config(&cfg).run(args);
+    let runs = [
+        ("verify --deep", guard(&["--json", "verify", "--deep"])),
+        ("runtime", runtime(&cfg)),
+        ("hygiene", guard(&["--json", "hygiene"])),
+        (
+            "verify --repair --dry-run --deep",
+            guard(&["--json", "verify", "--repair", "--dry-run", "--deep"]),
+        ),
+    ];
+    let states: Vec<_> = planted
+        .iter()
+        .map(|id| block_on("PodSandboxStatus", support::cri::sandbox_state(&socket, id)))
+        .collect();
+    // (cleaned up before any assertion: a failed test leaves no pod behind)
+    live.kill().unwrap();
+    live.wait().unwrap();
+    for id in &planted {
+        let _ = block_on(
+            "remove a planted pod",
+            support::cri::remove_pod(&socket, id),
+        );
+    }
+    for (id, state) in planted.iter().zip(&states) {
+        assert_eq!(state.as_deref(), Ok("SANDBOX_READY"), "{id}");
+    }
+    for (command, out) in &runs {
+        assert_eq!(out.code, 0, "{command}: {}", out.dump());
+        if *command == "hygiene" {
+            continue; // (it does not look at the canary)
+        }
+        out.expect(0, "runtime.canary-namespace", "warn");
+        let named: Vec<&str> = planted.iter().map(String::as_str).collect();
+        out.mentions("runtime.canary-namespace", &named).mentions(
+            "runtime.canary-namespace",
+            &["not made by this guard", "left alone"],
+        );
+        assert_eq!(
+            out.status("runtime.can-create"),
+            match *command {
+                "verify --repair --dry-run --deep" => "skip",
+                _ => "pass",
+            },
+            "{command}: {}",
+            out.dump()
+        );
+    }
+    runs[3].1.mentions(
+        "runtime.can-create",
+        &["dry run: would create and remove a canary"],
+    );
+}

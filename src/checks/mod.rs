@@ -111,7 +111,7 @@ impl Family {
             Id::RuntimeLeakedTasks => Some(Family::LeakedTasks),
             Id::RuntimeOrphans => Some(Family::Orphans),
             Id::RuntimeKillMode => Some(Family::KillMode),
-            Id::RuntimeCanCreate => Some(Family::Canary),
+            Id::RuntimeCanCreate | Id::RuntimeCanaryNamespace => Some(Family::Canary),
             Id::VolumeEviction => Some(Family::Eviction),
             _ => None,
         }

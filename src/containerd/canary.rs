@@ -1,5 +1,6 @@
 //! The canary pod's CRI calls: run a host-network pod sandbox, stop and remove it, and
-//! find the canaries a guard left behind. Each call is bounded by the time the caller
+//! list the sandboxes in the canary's pod namespace (which of them are the guard's own is
+//! decided by its records, `checks::canary`). Each call is bounded by the time the caller
 //! gives it. What the canary proves and when it runs: `checks::canary`.
 
 use super::client::{Conn, RpcError};
@@ -8,20 +9,28 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::*;
 use std::time::Duration;
 
-/// The canary's pod namespace: no Kubernetes namespace can be named so (a DNS label of at
-/// most 63 characters is allowed, but kubelet only starts pods of namespaces the API
-/// server has, and the guard's pods carry [`LABEL`] too).
+/// The canary's pod namespace. It is a valid Kubernetes namespace name: kubelet may run
+/// pods there too, so a sandbox in it is not the guard's for that (see [`Listed`]).
 pub const NAMESPACE: &str = "containerd-guard-canary";
-/// The label every canary carries, its value the pid of the guard that made it.
+/// The label every canary carries, its value the pid of the guard that made it: for
+/// people only. Anyone can set it; what proves a canary is the guard's own is its record
+/// (`state::canary`).
 pub const LABEL: &str = "io.containerd-guard.canary-pid";
 
-/// A canary sandbox as CRI lists it.
+/// A sandbox in the canary's pod namespace, as CRI lists it: maybe a canary, maybe not
+/// (anyone with the socket can make a pod there, with any labels).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Canary {
+pub struct Listed {
     pub id: String,
-    /// The pid of the guard that made it (its label), if it parses.
-    pub pid: Option<u32>,
+    /// Its pod name and uid (CRI's metadata).
+    pub name: String,
+    pub uid: String,
+    /// It carries a label of kubelet's (`io.kubernetes.*`): kubelet made it.
+    pub kubelet: bool,
 }
+
+/// The prefix of every label kubelet puts on the sandboxes it makes.
+const KUBELET_LABELS: &str = "io.kubernetes.";
 
 /// `conn` with every call bounded by `within` (at least 1 ms).
 fn within(conn: &Conn, within: Duration) -> Conn {
@@ -80,8 +89,8 @@ pub async fn remove(conn: &Conn, left: Duration, id: &str) -> Result<(), RpcErro
     Ok(())
 }
 
-/// Every canary sandbox CRI knows (of any guard), in any state.
-pub async fn list(conn: &Conn, left: Duration) -> Result<Vec<Canary>, RpcError> {
+/// Every sandbox CRI knows in the canary's pod namespace, in any state, whoever made it.
+pub async fn list(conn: &Conn, left: Duration) -> Result<Vec<Listed>, RpcError> {
     let conn = within(conn, left);
     let mut c = RuntimeServiceClient::new(conn.channel.clone());
     let req = ListPodSandboxRequest { filter: None };
@@ -89,16 +98,13 @@ pub async fn list(conn: &Conn, left: Duration) -> Result<Vec<Canary>, RpcError> 
     let items = conn.call("CRI ListPodSandbox", call).await?.items;
     Ok(items
         .into_iter()
-        .filter(|s| {
-            s.metadata
-                .as_ref()
-                .is_some_and(|m| m.namespace == NAMESPACE)
-        })
         .filter_map(|s| {
-            let label = s.labels.get(LABEL)?;
-            Some(Canary {
-                pid: label.parse().ok(),
+            let m = s.metadata.filter(|m| m.namespace == NAMESPACE)?;
+            Some(Listed {
+                kubelet: s.labels.keys().any(|k| k.starts_with(KUBELET_LABELS)),
                 id: s.id,
+                name: m.name,
+                uid: m.uid,
             })
         })
         .collect())

@@ -52,6 +52,7 @@ ids! {
     RuntimeOrphans => "runtime.orphans",
     RuntimeKillMode => "runtime.kill-mode",
     RuntimeCanCreate => "runtime.can-create",
+    RuntimeCanaryNamespace => "runtime.canary-namespace",
     RemedyRestart => "remedy.restart",
     RemedyRestoreImage => "remedy.restore-image",
     RemedyPinImage => "remedy.pin-image",

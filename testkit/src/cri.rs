@@ -81,6 +81,25 @@ pub async fn start_host_network_pod(
     run_pod(socket, pod).await
 }
 
+/// A host-network sandbox in pod namespace `namespace` carrying `labels`: a pod as
+/// kubelet makes one (its `io.kubernetes.pod.*` labels), or one forging the canary's.
+pub async fn start_labelled_pod(
+    socket: &Path,
+    name: &str,
+    namespace: &str,
+    labels: &[(&str, &str)],
+) -> Result<String, String> {
+    let uid = crate::random_uuid();
+    let pod = HostNetworkPod {
+        name,
+        uid: &uid,
+        namespace,
+        labels,
+        ..Default::default()
+    };
+    run_pod(socket, pod).await
+}
+
 /// RunPodSandbox of `pod`; its ID or CRI's error text.
 async fn run_pod(socket: &Path, pod: HostNetworkPod<'_>) -> Result<String, String> {
     let mut c = RuntimeServiceClient::new(channel(socket).await?);
@@ -93,26 +112,6 @@ async fn run_pod(socket: &Path, pod: HostNetworkPod<'_>) -> Result<String, Strin
         .map_err(|s| status_text(&s))?
         .into_inner()
         .pod_sandbox_id)
-}
-
-/// A sandbox as the guard's canary makes one (its pod namespace, its label) for guard
-/// `pid`: what a guard killed mid-canary leaves behind.
-pub async fn start_canary_like_pod(socket: &Path, pid: u32) -> Result<String, String> {
-    use containerd_guard::containerd::canary::{LABEL, NAMESPACE};
-    let (name, uid, pid) = (
-        format!("canary-{pid}"),
-        crate::random_uuid(),
-        pid.to_string(),
-    );
-    let labels = [(LABEL, pid.as_str())];
-    let pod = HostNetworkPod {
-        name: &name,
-        uid: &uid,
-        namespace: NAMESPACE,
-        labels: &labels,
-        ..Default::default()
-    };
-    run_pod(socket, pod).await
 }
 
 /// The ids of the sandboxes CRI lists in pod namespace `namespace`, any state.

@@ -3,7 +3,7 @@
 //! [`Node`] is the real one; the tests use a fake.
 
 use super::decide::{Observation, Scope};
-use crate::checks::canary::facts::{self as canary, CanaryFacts};
+use crate::checks::canary::facts::{self as canary, CanaryFacts, CanaryRun};
 use crate::checks::eviction::facts::{self as eviction, EvictionFacts};
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
@@ -80,9 +80,9 @@ pub trait World {
     async fn pull(&mut self) -> Result<String, RemedyError>;
     /// Labels the sandbox image pinned (`Images.Update` of that one label).
     async fn pin(&mut self) -> Result<(), RemedyError>;
-    /// Makes and removes a canary pod sandbox (`runtime.can-create`); `None` when
-    /// containerd does not answer.
-    async fn canary(&mut self) -> Option<CanaryFacts>;
+    /// Makes and removes a canary pod sandbox (`runtime.can-create`), touching nothing
+    /// in its namespace but what `run` allows; `None` when containerd does not answer.
+    async fn canary(&mut self, run: CanaryRun) -> Option<CanaryFacts>;
 
     /// The sandbox image as configured, and as containerd names it.
     fn image_reference(&self) -> String;
@@ -341,12 +341,13 @@ impl World for Node<'_> {
         ))
     }
 
-    async fn canary(&mut self) -> Option<CanaryFacts> {
+    async fn canary(&mut self, run: CanaryRun) -> Option<CanaryFacts> {
         let (conn, parent) = (self.conn().ok()?, self.target.cgroup_parent);
         // A SIGTERM or SIGINT waits until the canary is removed (bounded: its timeout,
         // then the cleanup's): a guard that dies mid-canary leaves a pod sandbox behind.
         let _removed_first = crate::signals::critical();
-        let gather = canary::gather(conn, self.host, self.settings.canary.timeout, parent);
+        let (state, timeout) = (self.state_dir.as_ref(), self.settings.canary.timeout);
+        let gather = canary::gather(conn, self.host, state, timeout, parent, run);
         Some(tracing::Instrument::instrument(gather, tracing::debug_span!("canary")).await)
     }
 

@@ -14,6 +14,7 @@ use super::decide::{first_failure, judge, Observation, Plan, RestartReason};
 use super::world::World;
 use super::{End, Family, Gate, Mode, Scope};
 use crate::backoff::Backoff;
+use crate::checks::canary::facts::CanaryRun;
 use crate::checks::canary::rules as canary;
 use crate::checks::runtime::rules::Knobs;
 use crate::config::units::format_duration;
@@ -274,11 +275,19 @@ impl<'a, W: World> Machine<'a, W> {
         let bound = self.s.canary.timeout + 2 * crate::checks::canary::facts::CLEANUP;
         crate::notify::status("creating a canary pod sandbox");
         crate::notify::extend_timeout(bound + Duration::from_secs(30));
-        let finding = match self.w.canary().await {
-            Some(facts) => canary::evaluate(&facts),
-            None => canary::no_connection(),
+        // Only a repairing run removes what another guard left; a dry run makes nothing.
+        let run = match (self.mode.dry_run, self.mode.acts()) {
+            (true, _) => CanaryRun::DryRun,
+            (false, true) => CanaryRun::Repair,
+            (false, false) => CanaryRun::ReadOnly,
         };
-        self.checks.push(finding);
+        match self.w.canary(run).await {
+            Some(facts) => {
+                self.checks.extend(canary::neighbours(&facts));
+                self.checks.push(canary::evaluate(&facts));
+            }
+            None => self.checks.push(canary::no_connection()),
+        }
         match first_failure(&self.checks) {
             None => Step::Finish(End::Usable),
             Some(failure) => {

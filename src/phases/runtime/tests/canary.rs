@@ -98,3 +98,33 @@ fn on_a_node_that_already_fails_the_canary_is_not_tried_and_says_why() {
     assert_eq!(can.status, Status::Skip);
     assert!(can.evidence[0].starts_with("runtime.stale"), "{can:?}");
 }
+
+#[test]
+fn only_a_repairing_run_may_sweep_and_a_dry_run_makes_no_canary() {
+    let dry = Mode {
+        repair: true,
+        dry_run: true,
+        ..DEEP
+    };
+    let repair = Mode {
+        repair: true,
+        ..DEEP
+    };
+    for (name, mode, run) in [
+        ("runtime", RUNTIME, CanaryRun::Repair),
+        ("verify --repair --deep", repair, CanaryRun::Repair),
+        ("verify --deep", DEEP, CanaryRun::ReadOnly),
+        ("verify --repair --dry-run --deep", dry, CanaryRun::DryRun),
+    ] {
+        let mut w = Fake::new(&[Looks::Healthy]);
+        let (f, end) = go(&mut w, &settings(), mode);
+        assert_eq!(end, End::Usable, "{name}: {f:?}");
+        assert_eq!(w.canary_runs, vec![run], "{name}");
+        if mode.dry_run {
+            assert_eq!(w.canaries, 0, "{name}: a dry run makes no canary");
+            assert!(w.state.is_none(), "{name}: a dry run writes no state");
+            let can = f.iter().find(|f| f.id == "runtime.can-create").unwrap();
+            assert!(can.summary.starts_with("dry run: would create"), "{can:?}");
+        }
+    }
+}

@@ -192,5 +192,6 @@ pub(super) fn canary_facts(fails: bool) -> CanaryFacts {
         timeout: Duration::from_secs(10),
         took: Duration::from_millis(300),
         cleanup: Vec::new(),
+        others: Vec::new(),
     }
 }

@@ -18,7 +18,7 @@ mod restart;
 use super::decide::{Observation, Scope};
 use super::Family;
 use super::{run, End, Mode, World};
-use crate::checks::canary::facts::{CanaryFacts, CanaryOutcome};
+use crate::checks::canary::facts::{CanaryFacts, CanaryOutcome, CanaryRun};
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::Leak;
@@ -89,6 +89,8 @@ struct Fake {
     unpinned: bool,
     /// What each canary pod does (the last one repeats); `None`: created and removed.
     canary_fails: VecDeque<bool>,
+    /// How each canary step was asked to run.
+    canary_runs: Vec<CanaryRun>,
     // What happened:
     deleted: u32,
     reaped: u32,
@@ -128,6 +130,7 @@ impl Fake {
             stale_image_missing: false,
             unpinned: false,
             canary_fails: VecDeque::new(),
+            canary_runs: Vec::new(),
             deleted: 0,
             reaped: 0,
             restarts: 0,
@@ -333,7 +336,18 @@ impl World for Fake {
         Ok(())
     }
 
-    async fn canary(&mut self) -> Option<CanaryFacts> {
+    async fn canary(&mut self, run: CanaryRun) -> Option<CanaryFacts> {
+        assert!(
+            run != CanaryRun::Repair || self.locked,
+            "swept the canary's namespace without the repair lock"
+        );
+        self.canary_runs.push(run);
+        if run == CanaryRun::DryRun {
+            return Some(CanaryFacts {
+                outcome: CanaryOutcome::DryRun,
+                ..canary_facts(false)
+            });
+        }
         self.canaries += 1;
         let fails = match self.canary_fails.len() {
             0 => false,
