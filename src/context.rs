@@ -13,8 +13,10 @@ pub struct Context {
     pub json: bool,
     /// The subcommand's name, for metrics and the journal (`volume`, `runtime`, ...).
     pub command: &'static str,
-    /// NPD mode: nothing is written anywhere (journal, metrics, state).
+    /// NPD mode: its own output protocol (it writes nothing: [`Writes::Nothing`]).
     pub npd: bool,
+    /// What this command may write, decided once from the command and its flags.
+    pub writes: Writes,
     pub started: std::time::Instant,
 }
 
@@ -26,4 +28,18 @@ impl Context {
         let tree = self.host.os_file("/");
         crate::containerd::config::load_in(&tree, &self.loaded.settings.containerd.config)
     }
+}
+
+/// What a command may write (`cli/writes.rs` decides it for each command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// `--npd`, every `--dry-run`, `status`, `config`, `lint`: nothing at all (no state
+    /// file, no status line, no metrics.json, no textfile, no journal entry).
+    Nothing,
+    /// Plain `guard verify` (also `--deep`): it publishes its verdict (the metrics textfile,
+    /// metrics.json, the journal) and writes no state; `--deep` adds only its own
+    /// canary's record, removed with the canary.
+    Metrics,
+    /// The commands that act: their state, the status line, the metrics, the journal.
+    Everything,
 }

@@ -599,3 +599,114 @@ fn sandbox_image_override_passes_on_an_image_present_under_another_name_without_
     );
     assert_eq!(n.ctrd.restarts(), 0, "{}", out.dump());
 }
+
+/// Everything a dry run could change: CRI's view (pods, images with pinned), containerd's
+/// records (containers, tasks, images with their labels, content, snapshots), every file
+/// of state_dir and the metrics textfile.
+fn everything(n: &Node) -> Vec<String> {
+    use support::workload::ctr_k8s_ok;
+    let socket = n.t.socket();
+    let mut all = block_on("CRI lists", support::cri::cri_view(&socket)).unwrap();
+    for what in [
+        &["containers", "ls"][..],
+        &["tasks", "ls"],
+        &["images", "ls"],
+        &["content", "ls", "-q"],
+        &["snapshots", "ls"],
+    ] {
+        all.push(format!(
+            "ctr {}:\n{}",
+            what.join(" "),
+            ctr_k8s_ok(&socket, what)
+        ));
+    }
+    let state = n.t.guard_state_dir();
+    let mut files: Vec<_> = std::fs::read_dir(&state)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    for f in files.iter().chain([&n.t.metrics_textfile()]) {
+        let text = std::fs::read(f).map(|b| String::from_utf8_lossy(&b).into_owned());
+        all.push(format!("{}: {text:?}", f.display()));
+    }
+    all
+}
+
+/// README: "--repair --dry-run prints each action it would take and changes nothing";
+/// `hygiene --dry-run` too. On a node where the pin, the restore and the canary's sweep
+/// would each apply, every dry-run command leaves CRI, containerd, state_dir and the
+/// textfile exactly as they were, and names what it would do.
+#[test]
+fn every_dry_run_changes_nothing_anywhere_and_names_what_would_run() {
+    if !require_root(TOOLS) {
+        return;
+    }
+    use containerd_guard::containerd::canary::{LABEL, NAMESPACE};
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:dry", dead_port()));
+    n.import_image();
+    let archive = n.oci_archive(false);
+    let extra = format!(
+        "[sandbox]\npull = false\narchives = [\"{}\"]\n",
+        archive.display()
+    );
+    let cfg = n.config(&n.ctrd.restart_program(), &extra);
+    let socket = n.t.socket();
+    // a sandbox forging the canary's label (a guard that swept by label removed it)
+    let forged = support::cri::start_labelled_pod(&socket, "forged", NAMESPACE, &[(LABEL, "1")]);
+    let forged = block_on("RunPodSandbox", forged).unwrap();
+    Guard::with_config(&cfg).run(&["verify"]); // state_dir and the textfile as a node has them
+    let dry_runs: [&[&str]; 3] = [
+        &["--json", "verify", "--repair", "--dry-run"],
+        &["--json", "verify", "--repair", "--dry-run", "--deep"],
+        &["--json", "hygiene", "--dry-run"],
+    ];
+    let mut changed = Vec::new();
+    let mut outs = Vec::new();
+    for stage in ["unpinned", "image removed"] {
+        if stage == "image removed" {
+            let removed = support::cri::remove_image(&socket, &n.img.name);
+            block_on("CRI RemoveImage", removed).unwrap();
+        }
+        for args in dry_runs {
+            let before = everything(&n);
+            let out = Guard::with_config(&cfg).run(args);
+            let after = everything(&n);
+            if before != after {
+                // (the start of each changed line: the file or the listing that changed)
+                let diff: Vec<String> = after
+                    .iter()
+                    .filter(|l| !before.contains(l))
+                    .map(|l| l.chars().take(160).collect())
+                    .collect();
+                changed.push(format!("{stage}: guard {}: {diff:#?}", args.join(" ")));
+            }
+            outs.push((stage, args, out));
+        }
+    }
+    let _ = block_on(
+        "remove the forged pod",
+        support::cri::remove_pod(&socket, &forged),
+    );
+    assert_eq!(changed, Vec::<String>::new(), "a dry run changed the node");
+    for (stage, args, out) in &outs {
+        let deep = args.contains(&"--deep");
+        let would = match *stage {
+            "unpinned" if containerd_major_minor() < (1, 7) => {
+                Some(("remedy.pin-image", "dry run: would label"))
+            }
+            "unpinned" => None,
+            _ => Some(("remedy.restore-image", "dry run: would restore")),
+        };
+        if let Some((id, said)) = would {
+            assert_eq!(out.status(id), "skip", "{stage}: {}", out.dump());
+            out.mentions(id, &[said]);
+        }
+        if deep && *stage == "unpinned" {
+            out.mentions(
+                "runtime.can-create",
+                &["dry run: would create and remove a canary"],
+            )
+            .mentions("runtime.canary-namespace", &[&forged, "left alone"]);
+        }
+    }
+}

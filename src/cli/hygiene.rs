@@ -9,7 +9,8 @@ use crate::report::Report;
 
 pub fn run(ctx: &Context, cd: &ContainerdConfig, dry_run: bool) -> Exit {
     let mode = Mode {
-        dry_run,
+        // (`cli/writes.rs` decides: `--dry-run` writes nothing, phase 2 included)
+        dry_run: ctx.writes == crate::context::Writes::Nothing,
         ..Mode::HYGIENE
     };
     let command = if dry_run {

@@ -8,6 +8,7 @@ mod runtime;
 mod status;
 mod verify;
 mod volume;
+mod writes;
 
 use crate::config::ConfigError;
 use crate::containerd::config::ContainerdConfig;
@@ -96,7 +97,9 @@ pub enum Command {
         #[arg(long)]
         pre_start: bool,
     },
-    /// Every check (phase 1 and 2), read-only: what to run by hand after an HA failover.
+    /// Every check (phase 1 and 2), read-only: what to run by hand after an HA failover. It
+    /// changes nothing on the node but publishes its verdict (the metrics textfile, the
+    /// state directory's metrics.json, the journal), as it feeds node_exporter.
     Verify {
         /// Apply phase 2's remedies (restart a stale containerd, restore the sandbox
         /// image) within the same budget as `guard runtime`.
@@ -106,18 +109,21 @@ pub enum Command {
         #[arg(long, requires = "repair")]
         force: bool,
         /// With --repair: print each action it would take (restart, delete task X, kill
-        /// cgroup Y with pids ...) and change nothing.
+        /// cgroup Y with pids ..., the canary) and change nothing: no canary, no state, no
+        /// metrics, no journal.
         #[arg(long, requires = "repair")]
         dry_run: bool,
         /// Node Problem Detector custom-plugin mode: read-only, one line of at most 80
-        /// bytes (the worst finding), exit 0 OK, 1 NonOK, 2 Unknown; nothing to the journal.
+        /// bytes (the worst finding), exit 0 OK, 1 NonOK, 2 Unknown; writes nothing (no
+        /// journal, no metrics, no state).
         #[arg(long, conflicts_with = "repair")]
         npd: bool,
         /// With --npd: answer within this long even when containerd hangs.
         #[arg(long, requires = "npd", default_value = "3s", value_parser = duration_arg)]
         timeout: std::time::Duration,
         /// Also run the canary: create and remove a host-network pod sandbox through CRI
-        /// (runtime.can-create), whatever [canary] enabled says.
+        /// (runtime.can-create), whatever [canary] enabled says. It stops and removes no
+        /// other sandbox (with --repair: also leftovers of a guard that died).
         #[arg(long, conflicts_with = "npd")]
         deep: bool,
     },
@@ -132,7 +138,8 @@ pub enum Command {
     /// the sandbox image (restored from the archive when it was removed), without
     /// restarting containerd (run every 2 minutes by containerd-guard-hygiene.timer).
     Hygiene {
-        /// Print each action it would take and change nothing.
+        /// Print each action it would take and change nothing (no state, no metrics, no
+        /// journal).
         #[arg(long)]
         dry_run: bool,
     },
@@ -241,6 +248,7 @@ fn context(cli: &Cli, npd: bool) -> Result<Context, i32> {
         json: cli.json,
         command: cli.command.name(),
         npd,
+        writes: cli.command.writes(),
         started: std::time::Instant::now(),
     })
 }
@@ -254,14 +262,12 @@ fn dispatch(ctx: &Context, command: Command) -> i32 {
         Command::Verify {
             repair,
             force,
-            dry_run,
             deep,
             ..
         } => {
             let flags = verify::Flags {
                 repair,
                 force,
-                dry_run,
                 deep,
             };
             with_containerd(ctx, |cd| verify::run(ctx, cd, flags))
@@ -313,11 +319,11 @@ pub(crate) fn config_error(e: &ConfigError) -> i32 {
 }
 
 /// Prints a report in the requested form and maps its verdict to an exit code. On the way
-/// the report goes to the journal and the metrics file (a metrics failure is a warning in
-/// the report, never a change of the verdict).
+/// the report goes to the journal and the metrics file, where the command writes (a
+/// metrics failure is a warning in the report, never a change of the verdict).
 pub(crate) fn finish(ctx: &Context, mut report: Report) -> Exit {
     let verdict = report.verdict();
-    if !ctx.npd {
+    if ctx.writes != crate::context::Writes::Nothing {
         let metrics = tracing::debug_span!("metrics")
             .in_scope(|| crate::phases::publish_metrics(ctx, &report));
         if let Err(warning) = metrics {

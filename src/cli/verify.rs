@@ -3,6 +3,7 @@
 
 use super::{Context, Exit};
 use crate::containerd::config::ContainerdConfig;
+use crate::context::Writes;
 use crate::phases::runtime::{Mode, Scope};
 use crate::report::Report;
 use crate::state::{RuntimeFile, StateDir};
@@ -12,7 +13,6 @@ use std::time::Duration;
 pub struct Flags {
     pub repair: bool,
     pub force: bool,
-    pub dry_run: bool,
     /// `--deep`: the canary pod too.
     pub deep: bool,
 }
@@ -21,7 +21,8 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, flags: Flags) -> Exit {
     let mode = Mode {
         repair: flags.repair,
         force: flags.force,
-        dry_run: flags.dry_run,
+        // (`cli/writes.rs` decides: `--dry-run` writes nothing, phase 2 included)
+        dry_run: ctx.writes == Writes::Nothing,
         scope: match flags.deep {
             true => Scope::WITH_CANARY,
             false => Scope::ALL,

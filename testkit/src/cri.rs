@@ -200,3 +200,49 @@ pub async fn image_pinned(socket: &Path, reference: &str) -> Result<Option<bool>
         .into_inner();
     Ok(status.image.map(|i| i.pinned))
 }
+
+/// What CRI shows of every pod sandbox (id, metadata, state, labels) and image (id, tags,
+/// pinned), one sorted line each: two views taken around a command that must change
+/// nothing compare equal.
+pub async fn cri_view(socket: &Path) -> Result<Vec<String>, String> {
+    let channel = channel(socket).await?;
+    let mut rt = RuntimeServiceClient::new(channel.clone());
+    let pods = rt
+        .list_pod_sandbox(request(
+            ListPodSandboxRequest { filter: None },
+            None,
+            CALL_TIMEOUT,
+        ))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner()
+        .items;
+    let mut images = ImageServiceClient::new(channel);
+    let listed = images
+        .list_images(request(
+            ListImagesRequest { filter: None },
+            None,
+            CALL_TIMEOUT,
+        ))
+        .await
+        .map_err(|s| status_text(&s))?
+        .into_inner()
+        .images;
+    let mut view: Vec<String> = pods
+        .into_iter()
+        .map(|p| {
+            let labels: std::collections::BTreeMap<_, _> = p.labels.into_iter().collect();
+            format!(
+                "pod {} {:?} state {} labels {labels:?}",
+                p.id, p.metadata, p.state
+            )
+        })
+        .chain(
+            listed
+                .into_iter()
+                .map(|i| format!("image {} tags {:?} pinned {}", i.id, i.repo_tags, i.pinned)),
+        )
+        .collect();
+    view.sort();
+    Ok(view)
+}
