@@ -250,8 +250,8 @@ fn records(n: &Node) -> Vec<String> {
 
 /// A guard killed while its canary is in flight (its StopPodSandbox held by a proxy, then
 /// SIGKILL): while it still runs, another guard leaves that canary alone and does not
-/// report it; once it is dead, the next `guard runtime` proves it gone by its record and
-/// removes the canary and the record.
+/// report it; once it is dead, a read-only `verify --deep` names it and leaves it, and the
+/// next `guard runtime` proves it gone by its record and removes the canary and the record.
 #[test]
 fn c05_a_killed_guards_canary_is_removed_by_the_next_runtime_and_a_running_ones_left_alone() {
     if !require_root(TOOLS) {
@@ -285,6 +285,9 @@ fn c05_a_killed_guards_canary_is_removed_by_the_next_runtime_and_a_running_ones_
     let listed_meanwhile = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE));
     stuck.sigkill();
     drop(proxy);
+    // a read-only run removes nothing but its own canary: it names the proven leftover
+    let read_only = deep(&cfg);
+    let listed_read_only = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE));
     let after = runtime(&cfg);
     let listed_after = block_on("CRI ListPodSandbox", sandboxes_in(&socket, NAMESPACE));
     let left = left_of(&n, &canary);
@@ -309,6 +312,21 @@ fn c05_a_killed_guards_canary_is_removed_by_the_next_runtime_and_a_running_ones_
         listed_meanwhile,
         Ok(vec![canary.clone()]),
         "left alone while its guard runs"
+    );
+    read_only
+        .expect(0, "runtime.canary-namespace", "warn")
+        .mentions(
+            "runtime.canary-namespace",
+            &[
+                &canary,
+                "left by a guard that died",
+                "not removed by a read-only run",
+            ],
+        );
+    assert_eq!(
+        listed_read_only,
+        Ok(vec![canary.clone()]),
+        "a read-only run sweeps nothing"
     );
     let removed = format!("removed canary {canary} (left by a guard that died");
     after

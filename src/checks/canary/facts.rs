@@ -371,3 +371,6 @@ fn owner(host: &Host, boot_id: &str, r: &CanaryRecord) -> Owner {
         },
     }
 }
+
+#[cfg(test)]
+mod tests;
