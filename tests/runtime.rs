@@ -1314,21 +1314,24 @@ fn promtool_check(textfile: &Path) {
 fn plant_in_canary_namespace(socket: &Path, pods: &[(&str, String, bool)]) -> Vec<String> {
     use containerd_guard::containerd::canary::{LABEL, NAMESPACE};
     use support::cri::start_labelled_pod;
-    pods.iter()
-        .map(|(name, pid, kubelet)| {
-            let uid = random_uuid();
-            let mut labels = vec![(LABEL, pid.as_str())];
-            if *kubelet {
-                labels.extend([
-                    ("io.kubernetes.pod.name", *name),
-                    ("io.kubernetes.pod.namespace", NAMESPACE),
-                    ("io.kubernetes.pod.uid", uid.as_str()),
-                ]);
-            }
-            let started = start_labelled_pod(socket, name, NAMESPACE, &labels);
-            block_on("RunPodSandbox", started).unwrap()
-        })
-        .collect()
+    let plant = |(name, pid, kubelet): &(&str, String, bool)| {
+        let uid = random_uuid();
+        let mut labels = vec![(LABEL, pid.as_str())];
+        if *kubelet {
+            labels.extend([
+                ("io.kubernetes.pod.name", *name),
+                ("io.kubernetes.pod.namespace", NAMESPACE),
+                ("io.kubernetes.pod.uid", uid.as_str()),
+            ]);
+        }
+        let started = start_labelled_pod(socket, name, NAMESPACE, &labels);
+        block_on("RunPodSandbox", started).unwrap()
+    };
+    // (all at once: containerd makes them in parallel)
+    std::thread::scope(|s| {
+        let planting: Vec<_> = pods.iter().map(|p| s.spawn(move || plant(p))).collect();
+        planting.into_iter().map(|t| t.join().unwrap()).collect()
+    })
 }
 
 /// Sandboxes in the canary's pod namespace that no guard recorded making: two of
@@ -1380,12 +1383,12 @@ fn s19_the_canary_never_touches_a_sandbox_it_did_not_make() {
     // (cleaned up before any assertion: a failed test leaves no pod behind)
     live.kill().unwrap();
     live.wait().unwrap();
-    for id in &planted {
-        let _ = block_on(
-            "remove a planted pod",
-            support::cri::remove_pod(&socket, id),
-        );
-    }
+    std::thread::scope(|s| {
+        for id in &planted {
+            let socket = &socket;
+            s.spawn(move || block_on("remove a pod", support::cri::remove_pod(socket, id)));
+        }
+    });
     for (id, state) in planted.iter().zip(&states) {
         assert_eq!(state.as_deref(), Ok("SANDBOX_READY"), "{id}");
     }
