@@ -601,8 +601,8 @@ fn sandbox_image_override_passes_on_an_image_present_under_another_name_without_
 }
 
 /// Everything a dry run could change: CRI's view (pods, images with pinned), containerd's
-/// records (containers, tasks, images with their labels, content, snapshots), every file
-/// of state_dir and the metrics textfile.
+/// records (containers, tasks, images with their labels, snapshots, the content its images
+/// reach), every file of state_dir and the metrics textfile.
 fn everything(n: &Node) -> Vec<String> {
     use support::workload::ctr_k8s_ok;
     let socket = n.t.socket();
@@ -611,7 +611,6 @@ fn everything(n: &Node) -> Vec<String> {
         &["containers", "ls"][..],
         &["tasks", "ls"],
         &["images", "ls"],
-        &["content", "ls", "-q"],
         &["snapshots", "ls"],
     ] {
         all.push(format!(
@@ -620,6 +619,10 @@ fn everything(n: &Node) -> Vec<String> {
             ctr_k8s_ok(&socket, what)
         ));
     }
+    all.push(format!(
+        "content an image reaches: {:?}",
+        n.content().reached()
+    ));
     let state = n.t.guard_state_dir();
     let mut files: Vec<_> = std::fs::read_dir(&state)
         .map(|d| d.flatten().map(|e| e.path()).collect())
@@ -667,8 +670,9 @@ fn every_dry_run_changes_nothing_anywhere_and_names_what_would_run() {
             let removed = support::cri::remove_image(&socket, &n.img.name);
             block_on("CRI RemoveImage", removed).unwrap();
         }
+        // (each command's "after" is the next one's "before")
+        let mut before = everything(&n);
         for args in dry_runs {
-            let before = everything(&n);
             let out = Guard::with_config(&cfg).run(args);
             let after = everything(&n);
             if before != after {
@@ -681,6 +685,7 @@ fn every_dry_run_changes_nothing_anywhere_and_names_what_would_run() {
                 changed.push(format!("{stage}: guard {}: {diff:#?}", args.join(" ")));
             }
             outs.push((stage, args, out));
+            before = after;
         }
     }
     let _ = block_on(

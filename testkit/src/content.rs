@@ -81,6 +81,20 @@ impl ContentSnapshot {
         self.blobs.contains_key(hex)
     }
 
+    /// The images and every blob they reach, with its sum: what a command that changes
+    /// nothing leaves as it was (blobs no image reaches are containerd's GC's to remove at
+    /// any moment).
+    pub fn reached(&self) -> (Option<&BTreeSet<String>>, BTreeMap<&str, &str>) {
+        let reached = self.reached_with(self);
+        let blobs = self
+            .blobs
+            .iter()
+            .filter(|(name, _)| reached.contains(*name))
+            .map(|(name, sum)| (name.as_str(), sum.as_str()))
+            .collect();
+        (self.images.as_ref(), blobs)
+    }
+
     /// Every blob reached from the images of `self` or `after`.
     fn reached_with(&self, after: &ContentSnapshot) -> BTreeSet<String> {
         let targets = [&self.images, &after.images]
