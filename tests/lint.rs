@@ -877,6 +877,11 @@ fn a_gate_whose_failure_systemd_ignores_or_whose_subcommand_is_argv0_fails() {
         ("!/usr/bin/guard volume --pre-start", "pass", &[]),
         ("!!/usr/bin/guard volume --pre-start", "pass", &[]),
         (":/usr/bin/guard volume --pre-start", "pass", &[]),
+        (
+            ":/usr/bin/guard volume --pre-start $GUARD_ARGS",
+            "fail",
+            &["`:`", "literal"],
+        ),
     ];
     let img = Image::clean();
     let site = format!("{ETC}/containerd.service.d/20-site.conf");

@@ -53,6 +53,14 @@ pub fn exec_prefix(line: &str) -> (&str, &str) {
     (&line[..line.len() - rest.len()], rest)
 }
 
+/// A `:` prefix (no `$VAR` expansion) on a command whose words hold a `$`: systemd
+/// passes the variable's name as written, so the guard gets an argument it refuses. A
+/// `:` alone is harmless: the shipped gates use no variable.
+pub fn literal_variable(line: &str) -> bool {
+    let (prefix, rest) = exec_prefix(line);
+    prefix.contains(':') && rest.contains('$')
+}
+
 /// The words systemd passes as arguments (argv[1..]) and whether the program is a
 /// `guard`: with `@` the word after the path is argv[0], not an argument.
 fn guard_args(line: &str) -> Option<Vec<&str>> {

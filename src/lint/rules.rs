@@ -77,6 +77,19 @@ pub(super) fn gate(
             "remove the `-`: ExecStartPre=/usr/bin/guard {command} (the package's {dropin} \
              has it right; a drop-in of the image replaced it)"
         )),
+        Some(a) if order::literal_variable(&a.value) => Finding::fail(
+            id,
+            format!(
+                "the `:` prefix makes systemd pass `$` to `{}` as written: guard gets a \
+                 literal variable name and fails every start of {}",
+                a.value, unit.name
+            ),
+        )
+        .evidence(a.place())
+        .remedy(format!(
+            "remove the `:` (or the variable): ExecStartPre=/usr/bin/guard {command} (the \
+             package's {dropin} has it right; a drop-in of the image replaced it)"
+        )),
         Some(a) => {
             Finding::pass(id, format!("{} runs `{}`", unit.name, a.value)).evidence(a.place())
         }
