@@ -1,4 +1,4 @@
-//! Where a real containerd runs, computed as containerd computes it (issue 14): its
+//! Where a real containerd runs, computed as containerd computes it: its
 //! `imports` (relative and glob), its `--root` over its config, and a snapshotter
 //! directory that is a symlink inside its root.
 

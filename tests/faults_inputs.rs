@@ -1,4 +1,4 @@
-//! The fault matrix around the guard's own inputs and state (issue 10), on real
+//! The fault matrix around the guard's own inputs and state, on real
 //! components: config files and archives another user could write, config fragments that
 //! cannot be read, `state_dir` and the state file broken in every way, and containerd's
 //! socket path that is not a socket. Each case that reaches a real containerd ends with

@@ -1,5 +1,5 @@
 //! Processes that merely name themselves `containerd` cannot make the guard eat memory,
-//! hang, or steer it (issue 14): real processes whose `comm` is `containerd`, started
+//! hang, or steer it: real processes whose `comm` is `containerd`, started
 //! with `--config /dev/zero`, a FIFO, a 1 GiB sparse file, and one in a chroot whose config
 //! names the host's volume, beside a real containerd on a real loop volume.
 
@@ -11,7 +11,8 @@ use support::node::*;
 use support::*;
 use testkit as support;
 
-/// The bound issue 14 sets for one `guard verify` among hostile processes.
+/// The most memory one `guard verify` may use among hostile processes: its reads are
+/// bounded, so what a hostile process offers (`/dev/zero`, a sparse file) cannot grow it.
 const MAX_RSS_KB: u64 = 16 * 1024;
 /// A run that outlives this is a hang (the guard's own bounds are far shorter).
 const HANG_SECS: &str = "60";

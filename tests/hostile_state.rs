@@ -1,4 +1,4 @@
-//! What the guard keeps and reads about itself on a hostile or hand-driven node (issue 14):
+//! What the guard keeps and reads about itself on a hostile or hand-driven node:
 //! a hand-run `guard volume` on a live node, files the guard creates as root in
 //! directories another user can write to (the Prometheus textfile directory, a
 //! `state_dir` someone else owns), and config values and directories that must be

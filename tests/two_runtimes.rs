@@ -1,7 +1,7 @@
 //! Two real containerds side by side, as k3s or rke2 beside a system containerd: each on
 //! its own root, state and socket, each running a pod sandbox, each in the cgroup of its
 //! own systemd unit (cgroup v1's `name=systemd` hierarchy). A guard configured for one
-//! never restarts the other (issue 14).
+//! never restarts the other.
 
 use containerd_guard::host::{proc, Host};
 use std::path::{Path, PathBuf};
