@@ -1,7 +1,7 @@
 //! systemd units as the manager loads them, read from their files: the search path in
 //! systemd's order of precedence, masks, drop-ins and the assignment rules. Read without
-//! asking systemd: `systemctl show` is a process start per unit (100-200 ms each in a
-//! booting VM, on every `guard verify`), and an image on disk has no manager to ask.
+//! asking systemd: `systemctl show` is a process start per unit on every `guard verify`
+//! (dear in a booting VM), and an image on disk has no manager to ask.
 //!
 //! What is modelled, as `systemd.unit(5)` describes it:
 //! - a unit's file is the first of that name on the search path ([`SEARCH_PATH`]);

@@ -18,8 +18,9 @@ const VERIFY_LOOK: facts::Look = facts::Look {
 
 /// Phase 1's look (mostly `/proc/self/mountinfo`, which grows by about 3 mounts a pod)
 /// runs on a thread of its own beside phase 2, whose stale check takes its mount table:
-/// measured at 250 pods, that beat running it first on phase 2's thread for host reads
-/// (22.8 against 26.1 ms, docs/performance.md).
+/// the table is the longest host read on a busy node, and on its own thread it overlaps
+/// containerd's answers instead of delaying phase 2's other host reads
+/// (docs/performance.md).
 pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, End), PhaseError> {
     let settings = &ctx.loaded.settings;
     let command = match (mode.repair, mode.dry_run) {

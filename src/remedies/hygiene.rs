@@ -15,7 +15,9 @@ use crate::remedies::RemedyError;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// How long a killed cgroup may take to empty (measured: 14-45 ms).
+/// How long a killed cgroup may take to empty. SIGKILLed processes are usually gone within
+/// milliseconds; the bound leaves room for a loaded node and for a process that dies only
+/// when its pending I/O ends.
 const REAP_WAIT: Duration = Duration::from_secs(5);
 
 /// Deletes the leaked task `leak` when a fresh look still finds it leaked. `state`:

@@ -117,7 +117,8 @@ pub fn parse_major_minor(said: &str) -> Option<(u32, u32)> {
     })
 }
 
-/// How long containerd may take to answer on its socket (measured: about 0.1 s).
+/// How long containerd may take to answer on its socket: a fraction of a second on a quiet
+/// machine; the bound is for a loaded one.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]

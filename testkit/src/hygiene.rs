@@ -1,4 +1,4 @@
-//! The two faults the guard repairs, made for real on containerd (1.6 measured), and the
+//! The two faults the guard repairs, made for real on a containerd, and the
 //! kernel's view to assert them with:
 //!
 //! - a **leaked task** ([`make_leaked_task`]): a STOPPED task with a dead PID that nothing

@@ -3,8 +3,8 @@
 //!
 //! The facts come from `/proc/PID/fd`, `/proc/PID/fdinfo` and `/proc/PID/mountinfo` of the
 //! containerd found through the socket's peer credentials ([`super::facts`]). The rules are
-//! the detector measured on a real containerd 1.6 (the TKGS failure reproduced on a loop
-//! volume mounted over a running containerd's root, and a lazily unmounted one):
+//! the ones that tell the TKGS failure apart on a real containerd (reproduced with a loop
+//! volume mounted over a running containerd's root, and with a lazily unmounted one):
 //!
 //! - the fd's link text must start with containerd's root path (a lazily detached mount
 //!   shows a path relative to the detached filesystem);

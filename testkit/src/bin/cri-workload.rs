@@ -123,7 +123,7 @@ fn main() {
     let rt = testkit::cri::stand_in_runtime();
     let outcome = rt.block_on(async {
         // connect()'s bound is also every call's on this channel: RunPodSandbox starts a
-        // shim and may take far longer than connecting does (measured: 15 s under TCG).
+        // shim and may take far longer than connecting does (seconds in a TCG guest).
         let conn = connect(&socket, CALL_TIMEOUT)
             .await
             .map_err(|e| e.to_string())?;

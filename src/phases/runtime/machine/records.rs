@@ -24,7 +24,7 @@ impl<W: World> Machine<'_, W> {
         };
         let give_up = self.w.now() + bound;
         // A short cap: waiters that started together would otherwise be let through one
-        // per cap once the holder is done (measured: 1 s per waiter with a 1 s cap).
+        // per cap once the holder is done, each a whole cap after the one before.
         let mut pause = Backoff::new(Duration::from_millis(10), LOCK_POLL_MAX);
         loop {
             match self.w.try_lock() {
