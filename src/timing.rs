@@ -1,11 +1,14 @@
-//! Where a command's time goes, for `docs/performance.md` and the boot-cost figures.
+//! Where a command's time goes (docs/performance.md, "Profiling a look").
 //!
 //! - Spans: each costly step runs in a `tracing` span (`debug_span!`); with `-v` the log
 //!   prints every span as it closes with its time (`time.busy`, `time.idle`). Without
 //!   `-v` the spans are disabled and cost a branch.
 //! - [`cri_answered`]: when containerd's CRI first answered `Status` in this process
-//!   (CLOCK_MONOTONIC, the clock systemd stamps units with), so a boot can count the
-//!   runtime gate's own cost from there: the wait for containerd is not the guard's.
+//!   (CLOCK_MONOTONIC, the clock systemd stamps units with). `guard runtime` logs it, so
+//!   that an operator reading a slow boot's journal tells the wait for containerd from
+//!   the gate's own work (docs/fleet.md, "The journal"). It is set once, deep inside the
+//!   CRI facts, and read once, at the end of `guard runtime`: a write-once cell, not a
+//!   field threaded through every family's facts for one log line.
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -27,7 +27,7 @@ pub(crate) fn finish(ctx: &Context, report: Report, end: End) -> Exit {
     let exit = super::finish(ctx, report);
     let answered = crate::timing::cri_answered().filter(|_| ctx.command == "runtime");
     if let Some(at) = answered {
-        // for the boot-cost figures: the gate's own cost counts from here (vm-tests)
+        // Tells a slow boot's wait for containerd from the gate's own work (docs/fleet.md).
         let after = at.saturating_sub(crate::timing::monotonic() - ctx.started.elapsed());
         tracing::info!(
             "containerd's CRI first answered at CLOCK_MONOTONIC {} us, {} ms after the guard started",
