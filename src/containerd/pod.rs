@@ -29,7 +29,7 @@ impl HostNetworkPod<'_> {
                 namespace: self.namespace.to_string(),
                 attempt: 0,
             }),
-            // Host-network sandboxes need an empty hostname (measured on containerd 1.6).
+            // Host-network sandboxes need an empty hostname, as containerd 1.6 expects.
             hostname: String::new(),
             labels: self
                 .labels
