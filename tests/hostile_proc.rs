@@ -11,9 +11,13 @@ use support::node::*;
 use support::*;
 use testkit as support;
 
-/// The most memory one `guard verify` may use among hostile processes: its reads are
-/// bounded, so what a hostile process offers (`/dev/zero`, a sparse file) cannot grow it.
-const MAX_RSS_KB: u64 = 16 * 1024;
+/// The most memory one guard run may use among hostile processes. Most of it is the
+/// debug binary's own pages, which grow with the code, not with what a process offers.
+const MAX_RSS_KB: u64 = 24 * 1024;
+/// How much more `guard verify` may use among hostile processes than beside none: its
+/// reads are bounded (a config is read to its cap), so what a hostile process offers
+/// (`/dev/zero`, a sparse file) cannot grow it further.
+const MAX_GROWTH_KB: u64 = 2 * 1024;
 /// A run that outlives this is a hang (the guard's own bounds are far shorter).
 const HANG_SECS: &str = "60";
 
@@ -152,8 +156,9 @@ fn verify_among_containerd_named_hostile_processes_stays_small_quick_and_unchang
         before.elapsed, after.elapsed
     );
     assert!(
-        rss < MAX_RSS_KB,
-        "guard verify among hostile processes peaked at {rss} KiB (bound {MAX_RSS_KB} KiB):\n{}",
+        rss < MAX_RSS_KB && rss < before_rss + MAX_GROWTH_KB,
+        "guard verify among hostile processes peaked at {rss} KiB, {before_rss} KiB beside \
+         none (bounds {MAX_RSS_KB} KiB, {MAX_GROWTH_KB} KiB more):\n{}",
         after.dump()
     );
     assert_eq!(
