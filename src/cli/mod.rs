@@ -1,5 +1,8 @@
 //! Command line: global options, one file per subcommand, documented exit codes.
 
+// First: its print!/println! serve every module below (a closed pipe is no panic).
+#[macro_use]
+mod out;
 mod config;
 mod hygiene;
 mod lint;
@@ -41,7 +44,8 @@ Exit codes:
   1  a required check failed (the output says which, with the fix)
   2  usage error
   3  configuration error (the message names the file and key)
-  4  terminal: the restart budget for this boot is spent; run `guard reset` after fixing";
+  4  terminal: the restart budget for this boot is spent; run `guard reset` after fixing
+  141  the reader of the output went away (`| head`); the work itself was done";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -202,6 +206,10 @@ pub fn main() -> i32 {
         eprintln!("guard: internal error: cannot handle SIGTERM and SIGINT: {e}");
         return Exit::CheckFailed as i32;
     }
+    out::unless_closed(run())
+}
+
+fn run() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version print to stdout and succeed; a usage error exits 2

@@ -154,6 +154,48 @@ impl Guard {
         }
     }
 
+    /// Runs `guard <global args> <extra>` with stdout a pipe whose reader is already gone,
+    /// as under `guard ... | head -c1` once `head` exited: every write to it fails (EPIPE).
+    /// `stdout` of the outcome is empty; stderr is captured.
+    #[track_caller]
+    pub fn run_into_closed_pipe(&self, extra: &[&str]) -> Outcome {
+        use std::io::Read;
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let mut cmd = self.command();
+        cmd.args(&self.args).args(extra).env_remove("NOTIFY_SOCKET");
+        self.apply_env(&mut cmd);
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .process_group(0);
+        let command = format!(
+            "guard {} {} | (closed)",
+            self.args.join(" "),
+            extra.join(" ")
+        );
+        let start = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run `{command}`: {e}"));
+        let mut pipe = child.stderr.take().expect("piped stderr");
+        // read beside the wait: a guard past its deadline is killed, which closes stderr
+        let stderr = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = pipe.read_to_end(&mut text);
+            String::from_utf8_lossy(&text).into_owned()
+        });
+        let status = bounded::wait(child, &command, GUARD_DEADLINE);
+        Outcome {
+            code: status.code().unwrap_or(-1),
+            stdout: String::new(),
+            stderr: stderr.join().expect("the stderr reader"),
+            json: None,
+            elapsed: start.elapsed(),
+            command,
+        }
+    }
+
     /// `guard ... volume --json`, the usual case in tests.
     pub fn volume_json(&self) -> Outcome {
         self.run(&["--json", "volume"])

@@ -1,0 +1,64 @@
+//! Standard output that a closed pipe cannot crash. `guard verify --json | head -c1`
+//! closes the reader early; Rust ignores SIGPIPE, so the next write fails with EPIPE and
+//! std's `println!` panics on it (with `panic = "abort"`: a core dump where
+//! systemd-coredump runs). The work is done and its state written before anything is
+//! printed, so a closed pipe only drops output: the rest is skipped and the guard exits
+//! [`PIPE_CLOSED_EXIT`].
+//!
+//! `println!` and `print!` are shadowed for every module of `cli` (declared before them),
+//! so no print there, now or later, can take the std path.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The conventional exit of a command whose output pipe closed (128 + SIGPIPE), as a
+/// shell reports one killed by the signal: `set -o pipefail` scripts see the output lost.
+pub const PIPE_CLOSED_EXIT: i32 = 141;
+
+/// The reader of stdout went away.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+/// stdout failed otherwise (a full disk behind a redirect); said once on stderr.
+static FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Writes to stdout; after a failed write, writes nothing more. Never panics.
+pub fn write(args: std::fmt::Arguments<'_>) {
+    if CLOSED.load(Ordering::Relaxed) || FAILED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout.write_fmt(args).and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            CLOSED.store(true, Ordering::Relaxed);
+        }
+        Err(e) => {
+            FAILED.store(true, Ordering::Relaxed);
+            let _ = writeln!(std::io::stderr(), "guard: cannot write the output: {e}");
+        }
+    }
+}
+
+/// The command's exit code, or [`PIPE_CLOSED_EXIT`] when the reader of stdout went away
+/// and some output was lost.
+pub fn unless_closed(exit: i32) -> i32 {
+    match CLOSED.load(Ordering::Relaxed) {
+        true => PIPE_CLOSED_EXIT,
+        false => exit,
+    }
+}
+
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::cli::out::write(format_args!($($arg)*))
+    };
+}
+
+macro_rules! println {
+    () => {
+        $crate::cli::out::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::out::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
