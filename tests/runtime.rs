@@ -314,6 +314,10 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
         "nothing made the node usable"
     );
     before.assert_nothing_lost(&n.content());
+    // `guard status` answers as the last phase-2 run did: not usable, exit 1.
+    let status = Guard::with_config(&cfg).run(&["status"]);
+    assert_eq!(status.code, 1, "{}", status.dump());
+    assert!(status.stdout.contains("NOT usable"), "{}", status.dump());
 }
 
 #[test]
@@ -351,20 +355,51 @@ fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
         );
     }
     assert_eq!(n.ctrd.restarts(), 2, "no restart after terminal");
-    let status = Guard::with_config(&cfg).run(&["status"]);
-    assert_eq!(status.code, 4, "{}", status.dump());
-    assert!(
-        status.stdout.contains("TERMINAL") && status.stdout.contains("restarts this boot: 2 of 2"),
-        "{}",
-        status.dump()
-    );
-    // The operator fixes the cause (here: a restart command that works) and resets.
+    // The operator fixes the cause by hand (containerd restarted on the volume) but has not
+    // run `guard reset`: every check passes, and still every command gives the one answer
+    // of a terminal boot, as kubelet's next start does (exit 4 at once).
+    n.ctrd.restart_by_hand();
+    terminal_is_the_one_answer(&cfg);
     let reset = Guard::with_config(&cfg).run(&["reset"]);
     assert_eq!(reset.code, 0, "{}", reset.dump());
     let cfg = n.config(&n.ctrd.restart_program(), extra);
-    runtime(&cfg).expect(0, "remedy.restart", "pass");
+    runtime(&cfg).expect(0, "runtime.stale", "pass");
+    assert_eq!(n.ctrd.restarts(), 2, "the cause was fixed by hand");
     before.assert_nothing_lost(&n.content());
     n.kubelet_can_start_a_pod();
+}
+
+/// `verify` (table and JSON) and `status` exit 4 with a FAIL row naming the terminal
+/// state, `verify --npd` is NonOK with a line that starts `terminal:`, though every check
+/// of the node passes.
+#[track_caller]
+fn terminal_is_the_one_answer(cfg: &Path) {
+    let g = Guard::with_config(cfg);
+    let v = g.run(&["--json", "verify"]);
+    v.expect(4, "remedy.budget", "fail")
+        .mentions("remedy.budget", &["TERMINAL", "guard reset"]);
+    for id in ["runtime.answers", "runtime.stale", "runtime.sandbox-image"] {
+        assert_eq!(v.status(id), "pass", "{id}:\n{}", v.dump());
+    }
+    let table = g.run(&["verify"]);
+    assert_eq!(table.code, 4, "{}", table.dump());
+    let first = table.stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("FAIL") && first.contains("remedy.budget"),
+        "the terminal state heads the table:\n{}",
+        table.dump()
+    );
+    let npd = g.run(&["verify", "--npd"]);
+    assert_eq!(npd.code, 1, "NPD knows only 0/1/2:\n{}", npd.dump());
+    assert!(npd.stdout.starts_with("terminal:"), "{}", npd.dump());
+    let status = g.run(&["status"]);
+    assert_eq!(status.code, 4, "{}", status.dump());
+    assert!(
+        status.stdout.contains("FAIL remedy.budget: TERMINAL")
+            && status.stdout.contains("restarts this boot: 2 of 2"),
+        "{}",
+        status.dump()
+    );
 }
 
 #[test]

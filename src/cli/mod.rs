@@ -118,8 +118,8 @@ pub enum Command {
         #[arg(long, requires = "repair")]
         dry_run: bool,
         /// Node Problem Detector custom-plugin mode: read-only, one line of at most 80
-        /// bytes (the worst finding), exit 0 OK, 1 NonOK, 2 Unknown; writes nothing (no
-        /// journal, no metrics, no state).
+        /// bytes (the worst finding; `terminal: ...` first on a terminal boot), exit 0 OK,
+        /// 1 NonOK, 2 Unknown; writes nothing (no journal, no metrics, no state).
         #[arg(long, conflicts_with = "repair")]
         npd: bool,
         /// With --npd: answer within this long even when containerd hangs.
@@ -147,7 +147,8 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// This boot's phase-1 verdict, the last phase-2 outcome and the remediation history.
+    /// This boot's phase-1 verdict, the last phase-2 outcome and the remediation history;
+    /// exits as `verify` would answer: 1 phase 1 held or phase 2 not usable, 4 terminal.
     Status,
     /// Clear this boot's terminal state and restart budget (after fixing the cause).
     Reset,

@@ -32,9 +32,18 @@ pub fn run(ctx: &Context) -> Exit {
             println!("a corrupt state file was kept as {}", kept.display());
         }
     }
-    let terminal = state.as_ref().is_some_and(|s| s.terminal.is_some());
-    let held = volume.as_ref().and_then(VolumeRecord::held_by).is_some();
-    match (terminal, held) {
+    verdict(volume.as_ref(), state.as_ref())
+}
+
+/// The answer of this boot's records, as `guard verify` would give it: 4 terminal, 1 when
+/// phase 1 held containerd or the last phase-2 run did not end usable, else 0.
+fn verdict(volume: Option<&VolumeRecord>, state: Option<&State>) -> Exit {
+    let terminal = state.is_some_and(|s| s.terminal.is_some());
+    let held = volume.and_then(VolumeRecord::held_by).is_some();
+    let last_failed = state
+        .and_then(|s| s.last.as_ref())
+        .is_some_and(|l| l.exit != 0);
+    match (terminal, held || last_failed) {
         (true, _) => Exit::Terminal,
         (false, true) => Exit::CheckFailed,
         (false, false) => Exit::Usable,
@@ -84,7 +93,7 @@ fn print_state(s: &State, budget: u32) {
     }
     if let Some(t) = &s.terminal {
         println!(
-            "TERMINAL: {} (`guard reset` after fixing)",
+            "FAIL remedy.budget: TERMINAL: {} (`guard reset` after fixing)",
             escape(&t.reason)
         );
     }

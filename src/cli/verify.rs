@@ -60,11 +60,9 @@ pub fn npd(ctx: &Context, timeout: Duration) -> i32 {
 }
 
 fn npd_answer(ctx: &Context, report: &Report) -> i32 {
+    // NPD knows only OK/NonOK/Unknown: terminal is NonOK, said first on its line.
     if let Some(reason) = terminal(ctx) {
-        println!(
-            "{}",
-            one_line(&format!("remedy.budget: TERMINAL: {reason}"))
-        );
+        println!("{}", one_line(&format!("terminal: {reason}")));
         return NPD_NON_OK;
     }
     match report.failures().next() {

@@ -151,22 +151,12 @@ impl<'a, W: World> Machine<'a, W> {
         self.deadline.saturating_sub(self.w.now())
     }
 
-    /// Reads the state file without the lock: a terminal boot is reported at once, and a
-    /// read-only run only reports what the file says.
+    /// Reads the state file without the lock: a terminal boot is reported at once. Every
+    /// run, read-only ones too, ends terminal then (exit 4, whatever else passes): kubelet's
+    /// next start exits 4 at once, so no command may call the node usable.
     fn begin(&mut self) -> Step {
         match self.w.read_state() {
-            RuntimeFile::Current(s) if s.terminal.is_some() => {
-                if self.mode.acts() {
-                    self.terminal = s.terminal;
-                } else {
-                    let reason = s.terminal.map(|t| t.reason).unwrap_or_default();
-                    self.set(
-                        Finding::warn(Id::RemedyBudget, "the guard is terminal for this boot")
-                            .evidence(reason)
-                            .remedy("fix the cause, then `guard reset`"),
-                    );
-                }
-            }
+            RuntimeFile::Current(s) if s.terminal.is_some() => self.terminal = s.terminal,
             RuntimeFile::Corrupt(problem) if !self.mode.acts() => self.set(
                 Finding::warn(
                     Id::RemedyBudget,

@@ -126,6 +126,27 @@ fn budget_spent_is_terminal_and_stays_terminal() {
 }
 
 #[test]
+fn a_terminal_boot_is_terminal_for_read_only_runs_too_whatever_else_passes() {
+    let mut s = settings();
+    s.remediation.restart_budget = 1;
+    let mut w = Fake::new(&[Looks::Stale]);
+    assert_eq!(go(&mut w, &s, RUNTIME).1, End::Terminal);
+    // The cause is fixed by hand, nobody ran `guard reset`: every check passes now.
+    w.looks = [Looks::Healthy, Looks::Healthy].into_iter().collect();
+    let dry_run = Mode {
+        dry_run: true,
+        ..REPAIR
+    };
+    for mode in [VERIFY, dry_run] {
+        let (f, end) = go(&mut w, &s, mode);
+        assert_eq!(end, End::Terminal, "{mode:?}: {f:#?}");
+        assert_eq!(status(&f, "runtime.stale"), Status::Pass, "{f:#?}");
+        assert_eq!(status(&f, "remedy.budget"), Status::Fail, "{f:#?}");
+    }
+    assert_eq!(w.restarts, 1, "read-only runs restart nothing");
+}
+
+#[test]
 fn corrupt_state_means_no_restart_budget() {
     let mut w = Fake::new(&[Looks::Stale]);
     w.corrupt = true;
