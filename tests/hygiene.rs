@@ -139,6 +139,8 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
         Some("STOPPED".into())
     );
 
+    hygiene_is_skipped_where_no_socket_is(&n, &leaky.socket, &cid);
+
     show(&cfg, &["hygiene", "--dry-run"]);
     let repair = guard(&cfg, &["hygiene"]);
     shown(
@@ -163,6 +165,52 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
 
     let status = Guard::with_config(&cfg).run(&["status"]);
     assert!(status.stdout.contains("delete-task"), "{}", status.dump());
+}
+
+/// This node's socket is not containerd's default, and hygiene ran where the config puts it
+/// (above and below this call: it finds the leak and deletes it). The shipped unit makes
+/// no condition of one fixed socket path, which skipped it silently on such a node; where
+/// no socket exists at the configured path, the guard itself says it skipped, exit 0, and
+/// touches nothing (the leak stays, no state, no metrics).
+#[track_caller]
+fn hygiene_is_skipped_where_no_socket_is(n: &HygieneNode, socket: &Path, cid: &str) {
+    assert_ne!(socket, Path::new("/run/containerd/containerd.sock"));
+    let unit =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/containerd-guard-hygiene.service");
+    let unit = std::fs::read_to_string(&unit).unwrap();
+    assert!(
+        !unit.lines().any(|l| l.starts_with("ConditionPathExists=")),
+        "the unit must not be skipped on a fixed socket path:\n{unit}"
+    );
+    let missing = n.t.path().join("no-containerd-here.sock");
+    let state = n.t.guard_state_dir();
+    let listing = || std::fs::read_dir(&state).map(|d| d.count()).unwrap_or(0);
+    let (files, metrics) = (listing(), std::fs::read(n.t.metrics_textfile()).ok());
+    let cfg = n.t.write_guard_config_raw(&format!(
+        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nsocket = \"{}\"\n",
+        state.display(),
+        n.t.containerd_config().display(),
+        missing.display()
+    ));
+    for args in [&["hygiene"][..], &["hygiene", "--dry-run"]] {
+        let out = Guard::with_config(&cfg).run(args);
+        assert_eq!(out.code, 0, "{}", out.dump());
+        let said = format!("skipped: no containerd socket at {}\n", missing.display());
+        assert_eq!(out.stdout, said, "{}", out.dump());
+        assert!(out.stderr.is_empty(), "one line only:\n{}", out.dump());
+    }
+    let json = Guard::with_config(&cfg).run(&["--json", "hygiene"]);
+    assert_eq!(json.code, 0, "{}", json.dump());
+    assert_eq!(json.verdict(), "skipped", "{}", json.dump());
+    assert_eq!(
+        ctr_task(socket, cid).map(|t| t.status),
+        Some("STOPPED".into()),
+        "the leak is left for a run that reaches containerd"
+    );
+    assert_eq!(listing(), files, "nothing written to {}", state.display());
+    assert_eq!(std::fs::read(n.t.metrics_textfile()).ok(), metrics);
+    // the tree has one config file: back to the node's own for the runs that follow
+    guard_config(n, "");
 }
 
 #[test]

@@ -140,7 +140,8 @@ pub enum Command {
     },
     /// Find and clean up leaked containerd tasks and orphaned container payloads, and keep
     /// the sandbox image (restored from the archive when it was removed), without
-    /// restarting containerd (run every 2 minutes by containerd-guard-hygiene.timer).
+    /// restarting containerd (run every 2 minutes by containerd-guard-hygiene.timer). No
+    /// containerd socket at the configured path: exit 0, "skipped: ...", nothing done.
     Hygiene {
         /// Print each action it would take and change nothing (no state, no metrics, no
         /// journal).
