@@ -163,6 +163,66 @@ fn verify_repair_dry_run_on_a_stale_containerd_names_the_restart_and_changes_not
     assert_eq!(n.ctrd.restarts(), 0);
 }
 
+/// A silent containerd (its socket there, nobody listening): each command's fix line says
+/// what fits that command, and the dry run's plan what would really run on this host with
+/// the default `systemctl restart`.
+#[test]
+fn a_silent_containerds_fix_fits_the_command_that_prints_it() {
+    if !require_root(&[]) {
+        return;
+    }
+    let t = TempRoot::new();
+    t.write_containerd_config_with(Some("127.0.0.1:1/guard/pause:silent"));
+    drop(std::os::unix::net::UnixListener::bind(t.socket()).unwrap());
+    let cfg = t.write_guard_config_raw(&format!(
+        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"300ms\"\n\
+         restart = [\"systemctl\", \"restart\", \"containerd\"]\n",
+        t.guard_state_dir().display(),
+        t.containerd_config().display()
+    ));
+    let g = Guard::with_config(&cfg);
+    let fix = |args: &[&str]| {
+        let out = g.run(&[&["--json"], args].concat());
+        assert_eq!(out.status("runtime.answers"), "fail", "{}", out.dump());
+        out.finding("runtime.answers")["remedy"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let verify = fix(&["verify"]);
+    assert!(
+        verify.contains("`guard verify --repair` restarts it")
+            && verify.contains("`systemctl restart containerd`")
+            && !verify.contains("the guard restarts"),
+        "{verify}"
+    );
+    let hygiene = fix(&["hygiene"]);
+    assert!(
+        hygiene.contains("hygiene never restarts containerd"),
+        "{hygiene}"
+    );
+    let dry = g.run(&["--json", "verify", "--repair", "--dry-run"]);
+    let plan = dry.finding_text("remedy.restart");
+    match Path::new("/run/systemd/system").is_dir() {
+        false => {
+            assert_eq!(dry.status("runtime.kill-mode"), "skip", "{}", dry.dump());
+            dry.mentions("runtime.kill-mode", &["not a systemd host"]);
+            assert!(
+                plan.contains("no restart is possible")
+                    && plan.contains("not a systemd host")
+                    && !plan.contains("would restart"),
+                "{plan}"
+            );
+        }
+        true => assert!(
+            plan.contains(
+                "would restart containerd (not answering) with `systemctl restart containerd`"
+            ),
+            "{plan}"
+        ),
+    }
+}
+
 #[test]
 fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_restarting_nothing() {
     if !require_root(TOOLS) {

@@ -211,6 +211,49 @@ fn nothing_mounted_fails_after_a_bounded_wait() {
 }
 
 #[test]
+fn a_volume_path_that_does_not_exist_is_said_to_not_exist() {
+    if !require_root(&[]) {
+        return;
+    }
+    let t = TempRoot::on_root_filesystem();
+    assert!(!t.volume_path().exists());
+    let cfg = t.write_guard_config(SHORT_WAIT, "");
+    let path = t.volume_path().display().to_string();
+    let o = check(
+        &cfg,
+        1,
+        "volume.mounted",
+        "fail",
+        &[&path, "not a mount point"],
+    );
+    o.mentions("volume.mounted", &[&format!("{path} does not exist")]);
+    let text = o.finding_text("volume.mounted");
+    assert!(!text.contains("plain directory"), "{text}");
+}
+
+#[test]
+fn a_sysroot_that_does_not_exist_is_a_usage_error_naming_it() {
+    let t = TempRoot::new();
+    let cfg = t.write_guard_config(SHORT_WAIT, "");
+    let missing = t.path().join("no-such-sysroot");
+    let shown = missing.display().to_string();
+    for args in [&["volume"][..], &["--json", "verify"], &["status"]] {
+        let o = Guard::with_config(&cfg)
+            .arg("--sysroot")
+            .arg(&shown)
+            .run(args);
+        assert_eq!(o.code, 2, "{}", o.dump());
+        assert!(o.stdout.is_empty(), "nothing judged:\n{}", o.dump());
+        assert!(
+            o.stderr
+                .contains(&format!("--sysroot {shown}: No such file or directory")),
+            "{}",
+            o.dump()
+        );
+    }
+}
+
+#[test]
 fn wrong_label_fails_and_names_the_label() {
     if !require_root(TOOLS) {
         return;

@@ -3,6 +3,7 @@
 // First: its print!/println! serve every module below (a closed pipe is no panic).
 #[macro_use]
 mod out;
+mod args;
 mod config;
 mod hygiene;
 mod lint;
@@ -123,7 +124,7 @@ pub enum Command {
         #[arg(long, conflicts_with = "repair")]
         npd: bool,
         /// With --npd: answer within this long even when containerd hangs.
-        #[arg(long, requires = "npd", default_value = "3s", value_parser = duration_arg)]
+        #[arg(long, requires = "npd", default_value = "3s", value_parser = args::duration)]
         timeout: std::time::Duration,
         /// Also run the canary: create and remove a host-network pod sandbox through CRI
         /// (runtime.can-create), whatever [canary] enabled says. It stops and removes no
@@ -178,13 +179,6 @@ pub enum Command {
 /// and shell completions from it (examples/gen-docs.rs), so they never drift from --help.
 pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
-}
-
-fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
-    use crate::config::units::{parse_duration, MAX_DURATION};
-    parse_duration(text)
-        .filter(|d| !d.is_zero() && *d <= MAX_DURATION)
-        .ok_or_else(|| format!("{text:?} is not a duration from \"1ms\" to \"168h\""))
 }
 
 impl Command {
@@ -245,6 +239,7 @@ fn run() -> i32 {
 /// This host and the guard's configuration; a configuration error ends the run here.
 fn context(cli: &Cli, npd: bool) -> Result<Context, i32> {
     let host = Host::at(&cli.host_root).with_sysroot(&cli.sysroot);
+    args::sysroot_is_there(&host, npd)?;
     let loaded = tracing::debug_span!("config")
         .in_scope(|| crate::config::load(&host, cli.config.as_deref()));
     let loaded = match loaded {

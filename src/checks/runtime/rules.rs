@@ -12,6 +12,40 @@ pub struct Knobs {
     pub require_network: bool,
     /// The CRI snapshotter: its plugin failing makes the node unusable.
     pub snapshotter: String,
+    /// Who restarts a silent containerd in this run, for the fix line.
+    pub silent: SilentFix,
+}
+
+/// What fixes a containerd that does not answer, as the command that prints it can say:
+/// only a repairing run restarts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SilentFix {
+    /// `guard runtime`, `guard verify --repair`: this run restarts it, within the budget.
+    GuardRestarts,
+    /// Read-only `guard verify` (and its dry run): what the operator can run. Holds the
+    /// configured restart command, the one `--repair` would run.
+    OperatorMay(String),
+    /// `guard hygiene`: it never restarts containerd.
+    NeverHere,
+}
+
+impl SilentFix {
+    fn remedy(&self) -> String {
+        let check = "check `journalctl -u containerd`";
+        match self {
+            SilentFix::GuardRestarts => {
+                format!("{check}; the guard restarts a silent containerd within its budget")
+            }
+            SilentFix::OperatorMay(restart) => format!(
+                "{check}; then `guard verify --repair` restarts it within the guard's budget \
+                 (it runs `{restart}`), as kubelet's gate (`guard runtime`) does on its next start"
+            ),
+            SilentFix::NeverHere => format!(
+                "{check}; hygiene never restarts containerd: `guard verify --repair` (or \
+                 kubelet's gate, `guard runtime`) restarts a silent one within the budget"
+            ),
+        }
+    }
 }
 
 /// The findings; `true` when containerd did not answer at all (a restart may help). Not
@@ -22,7 +56,7 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, bool) {
     let a = match (&f.answering, &f.path_fault) {
         (Ok(a), _) => a,
         (Err(e), Some(fault)) => return (with_skips(unreachable(f, e, fault)), false),
-        (Err(e), None) => return (not_answering(f, e), true),
+        (Err(e), None) => return (not_answering(f, e, &knobs.silent), true),
     };
     let answers = Finding::pass(
         Id::RuntimeAnswers,
@@ -39,17 +73,14 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, bool) {
     (findings, false)
 }
 
-fn not_answering(f: &RuntimeFacts, e: &str) -> Vec<Finding> {
+fn not_answering(f: &RuntimeFacts, e: &str, fix: &SilentFix) -> Vec<Finding> {
     with_skips(
         Finding::fail(
             Id::RuntimeAnswers,
             format!("containerd does not answer on {}", f.socket),
         )
         .evidence(format!("{e} (tried for {})", f.waited))
-        .remedy(
-            "check `journalctl -u containerd`; the guard restarts a silent containerd within \
-             its budget",
-        ),
+        .remedy(fix.remedy()),
     )
 }
 

@@ -59,6 +59,8 @@ impl ContainerdSeen {
 pub struct VolumeFacts {
     /// containerd's root, the path the ephemeral volume must be mounted at.
     pub path: PathBuf,
+    /// Nothing at all exists at `path` (not even a link): said so, not "a directory".
+    pub missing: bool,
     pub mounts: Result<Arc<MountTable>, String>,
     /// The configured device and what it resolved to; `None` when not configured.
     pub device: Option<(DeviceSpec, Lookup)>,
@@ -129,6 +131,10 @@ pub fn gather(
     };
     VolumeFacts {
         path: path.to_path_buf(),
+        missing: matches!(
+            std::fs::symlink_metadata(&on_disk),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound
+        ),
         device,
         btrfs,
         stats,

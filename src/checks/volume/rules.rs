@@ -73,6 +73,7 @@ fn mounted(facts: &VolumeFacts, table: &MountTable, path: &str) -> Finding {
             let under = table.containing(&facts.path);
             Finding::fail(Id::VolumeMounted, format!("{path} is not a mount point"))
                 .evidence(match under {
+                    _ if facts.missing => format!("{path} does not exist"),
                     Some(u) => format!(
                         "{path} is a plain directory on {} ({} {}, mounted at {})",
                         u.source,

@@ -1,5 +1,6 @@
 use super::*;
 use crate::checks::runtime::facts::{Answering, Condition, KubeletCall, PathFault, PluginFact};
+use crate::checks::runtime::rules::SilentFix;
 use crate::checks::sandbox_image::facts::ImageState;
 use crate::checks::stale::facts::{FileId, OpenDb};
 use crate::host::mountinfo::MountTable;
@@ -95,6 +96,7 @@ fn knobs(require_network: bool) -> Knobs {
     Knobs {
         require_network,
         snapshotter: "overlayfs".into(),
+        silent: SilentFix::GuardRestarts,
     }
 }
 

@@ -11,7 +11,7 @@ use crate::state::runtime::{Action, Outcome};
 impl<W: World> Machine<'_, W> {
     /// `--dry-run`: one finding per remedy the plan calls for, saying exactly what would be
     /// done; nothing is done.
-    pub(super) fn dry_run(&mut self, plan: &Plan) {
+    pub(super) fn dry_run(&mut self, plan: &Plan, not_systemd: bool) {
         let would = |id: Id, what: String, items: &[String]| {
             items.iter().fold(
                 Finding::skip(id, format!("dry run: would {what}")),
@@ -19,12 +19,8 @@ impl<W: World> Machine<'_, W> {
             )
         };
         if let Some(reason) = plan.restart {
-            let argv = self.s.containerd.restart.join(" ");
-            let what = format!(
-                "restart containerd ({}) with `{argv}`, within the budget",
-                reason.text()
-            );
-            self.set(would(Id::RemedyRestart, what, &self.restart_risks.clone()));
+            let forecast = self.restart_forecast(reason, not_systemd);
+            self.set(forecast);
         }
         if plan.restore_image {
             let what = format!(

@@ -16,7 +16,8 @@ use super::{End, Family, Gate, Mode, Scope};
 use crate::backoff::Backoff;
 use crate::checks::canary::facts::CanaryRun;
 use crate::checks::canary::rules as canary;
-use crate::checks::runtime::rules::Knobs;
+use crate::checks::kill_mode::facts::KillModeFacts;
+use crate::checks::runtime::rules::{Knobs, SilentFix};
 use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::report::{Finding, Id};
@@ -117,6 +118,11 @@ impl<'a, W: World> Machine<'a, W> {
         let knobs = Knobs {
             require_network: s.hold.require_network,
             snapshotter: w.snapshotter(),
+            silent: match (mode.scope.covers(Family::Runtime), mode.acts()) {
+                (false, _) => SilentFix::NeverHere,
+                (true, true) => SilentFix::GuardRestarts,
+                (true, false) => SilentFix::OperatorMay(s.containerd.restart.join(" ")),
+            },
         };
         Machine {
             w,
@@ -219,7 +225,10 @@ impl<'a, W: World> Machine<'a, W> {
             self.checks.push(canary::not_tried(failure));
         }
         if self.mode.dry_run {
-            self.dry_run(&plan);
+            // "not a systemd host" only where this run looked (else the facts are a stand-in)
+            let not_systemd = self.mode.scope.looks_at(Family::KillMode)
+                && obs.kill_mode == KillModeFacts::NotSystemd;
+            self.dry_run(&plan, not_systemd);
         }
         if !self.mode.acts() {
             return match failure {

@@ -6,7 +6,7 @@ use crate::config::units::format_duration;
 use crate::phases::runtime::decide::RestartReason;
 use crate::phases::runtime::End;
 use crate::remedies::budget::{self, Decision};
-use crate::remedies::command::{tie_restart, CommandError, RestartTie};
+use crate::remedies::command::{systemctl_restart_unit, tie_restart, CommandError, RestartTie};
 use crate::report::{Finding, Id};
 use crate::state::runtime::{Action, Outcome, Terminal};
 use std::time::Duration;
@@ -153,6 +153,39 @@ impl<W: World> Machine<'_, W> {
         let outcome = self.w.restart().await;
         self.note_restart_outcome(why, attempt, outcome, old_pid, tie);
         Step::Observe
+    }
+
+    /// The dry run's account of a restart: what would really run on this host, the
+    /// configured command with what ties it to the containerd at fault (and what the
+    /// restart would risk), or why none would run. Records nothing.
+    pub(super) fn restart_forecast(&self, reason: RestartReason, not_systemd: bool) -> Finding {
+        let restart = &self.s.containerd.restart;
+        let argv = restart.join(" ");
+        if not_systemd && systemctl_restart_unit(restart).is_some() {
+            return Finding::skip(
+                Id::RemedyRestart,
+                format!("dry run: no restart is possible: `{argv}` needs systemd, and this is not a systemd host"),
+            )
+            .evidence("/run/systemd/system does not exist: systemd does not run here")
+            .remedy("set [containerd] restart to the command that restarts containerd on this host");
+        }
+        let pid = self.w.containerd_pid();
+        let cgroup = pid.and_then(|p| self.w.process_cgroup(p));
+        match tie_restart(restart, pid, cgroup.as_deref()) {
+            RestartTie::Refused(line) => Finding::skip(
+                Id::RemedyRestart,
+                format!("dry run: would refuse to restart containerd: `{argv}` does not reach the containerd at fault"),
+            )
+            .evidence(line),
+            RestartTie::Tied(line) | RestartTie::Untied(line) => {
+                let what = format!(
+                    "dry run: would restart containerd ({}) with `{argv}`, within the budget",
+                    reason.text()
+                );
+                let risks = self.restart_risks.iter().cloned();
+                risks.fold(Finding::skip(Id::RemedyRestart, what).evidence(line), Finding::evidence)
+            }
+        }
     }
 
     /// The restart command must reach the containerd proven stale and no other runtime

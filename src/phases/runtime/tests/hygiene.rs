@@ -125,12 +125,8 @@ fn dry_run_names_every_action_and_changes_nothing() {
     let mut w = Fake::new(&[Looks::Stale]);
     (w.leak, w.orphan) = (true, true);
     w.busy_for = u32::MAX; // a dry run never takes the lock
-    let dry = Mode {
-        repair: true,
-        dry_run: true,
-        ..Mode::VERIFY
-    };
-    let (f, end) = go(&mut w, &settings(), dry);
+    w.shim_killing_unit = true; // a systemd host, whose containerd.service the restart reaches
+    let (f, end) = go(&mut w, &settings(), DRY_RUN);
     assert_eq!(end, End::Unusable);
     assert_eq!((w.restarts, w.deleted, w.reaped), (0, 0, 0));
     assert!(w.state.is_none(), "a dry run writes no state");
@@ -152,6 +148,57 @@ fn dry_run_names_every_action_and_changes_nothing() {
     );
     let delete = f.iter().find(|f| f.id == "remedy.delete-task").unwrap();
     assert_eq!(delete.evidence, vec![LEAKED.to_string()]);
+}
+
+const DRY_RUN: Mode = Mode {
+    repair: true,
+    dry_run: true,
+    ..Mode::VERIFY
+};
+
+/// The dry run's restart line names what would really run on this host: the configured
+/// command where it reaches containerd, a refusal where it would restart another unit, no
+/// restart at all where `systemctl` has no systemd to talk to.
+#[test]
+fn a_dry_runs_restart_is_what_would_really_run_on_this_host() {
+    let summary = |w: &mut Fake, s: &Settings| {
+        let (f, _) = go(w, s, DRY_RUN);
+        let restart = f.iter().find(|f| f.id == "remedy.restart").unwrap();
+        format!("{} | {}", restart.summary, restart.evidence.join(" | "))
+    };
+    let systemd = |cgroup: &str| {
+        let mut w = Fake::new(&[Looks::Stale]);
+        w.shim_killing_unit = true; // unit facts were read: a systemd host
+        w.cgroup = cgroup.into();
+        w
+    };
+    let s = settings();
+    let own = "0::/system.slice/containerd.service\n";
+    let said = summary(&mut systemd(own), &s);
+    assert!(
+        said.starts_with(
+            "dry run: would restart containerd (stale) with `systemctl restart containerd.service`"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("pid 4321 is containerd.service's"), "{said}");
+    let said = summary(&mut systemd("0::/system.slice/k3s.service\n"), &s);
+    assert!(
+        said.starts_with("dry run: would refuse to restart containerd"),
+        "{said}"
+    );
+    assert!(said.contains("belongs to k3s.service"), "{said}");
+    let said = summary(&mut Fake::new(&[Looks::Stale]), &s); // no unit facts: not systemd
+    assert!(said.starts_with("dry run: no restart is possible: `systemctl restart containerd.service` needs systemd, and this is not a systemd host"), "{said}");
+    let mut other = settings();
+    other.containerd.restart = vec!["/usr/local/sbin/restart-containerd".into()];
+    let said = summary(&mut Fake::new(&[Looks::Stale]), &other);
+    assert!(
+        said.starts_with(
+            "dry run: would restart containerd (stale) with `/usr/local/sbin/restart-containerd`"
+        ),
+        "{said}"
+    );
 }
 
 #[test]

@@ -26,6 +26,7 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
     settings.min_free_inodes = 1000;
     let facts = VolumeFacts {
         path: PathBuf::from("/var/lib/containerd"),
+        missing: false,
         mounts: Ok(table("tkgs-worker.txt").into()),
         device: Some((
             DeviceSpec::Label("eph".into()),
