@@ -6,6 +6,8 @@ out=/run/vm-tests/report.txt
 mkdir -p /run/vm-tests
 t_report=$(cut -d' ' -f1 /proc/uptime)
 scenario=$(cat /run/vm-tests/scenario 2>/dev/null)
+# a scenario's own containerd socket (k3s), for ctr
+if [ -s /run/vm-tests/socket ]; then CONTAINERD_ADDRESS=$(cat /run/vm-tests/socket); export CONTAINERD_ADDRESS; fi
 # Wait for the boot to settle, bounded: a scenario unit of this boot (the running-node
 # scenarios, recover) has ended, and either the boot finished (running/degraded) or
 # containerd is held: its pre-start failed twice (once, then once more on its Restart=).

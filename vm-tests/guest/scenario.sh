@@ -13,7 +13,10 @@
 set -u
 phase=${1:?standin|incident}
 scenario=$(cat /run/vm-tests/scenario 2>/dev/null)
-sock=/run/containerd/containerd.sock
+# containerd's socket: the default, or the scenario's (k3s: /run/vm-tests/socket, written
+# by the generator); ctr reads it from CONTAINERD_ADDRESS
+sock=$(cat /run/vm-tests/socket 2>/dev/null || echo /run/containerd/containerd.sock)
+export CONTAINERD_ADDRESS=$sock
 cri=/usr/lib/vm-tests/cri-workload
 locker=localhost:5000/vm-tests/locker:1
 pause=localhost:5000/vmware.io/pause:3.4.1
@@ -145,7 +148,9 @@ k3s() {
   echo "orphans.alive=$(alive "${pida[@]}")"
   block ps.orphans ps -o pid,ppid,comm,args -p "${pids// /,}"
   block tasks.orphans timeout 10 ctr -n k8s.io tasks ls
-  # --- the guard
+  # --- the guard (on k3s's socket: nothing at the default path)
+  echo "socket=$sock"
+  echo "default_socket=$(stat -c %F /run/containerd/containerd.sock 2>&1)"
   block verify /usr/bin/guard --json verify
   block dryrun /usr/bin/guard --json hygiene --dry-run
   echo "after_dryrun.alive=$(alive "${pida[@]}")"
@@ -156,6 +161,10 @@ k3s() {
     --expect locked --fail-on 'cannot acquire lock' --timeout 60
   hygiene_service
   until_ok 15 none_alive "${pida[@]}"; echo "reaped.rc=$?"
+  # where no containerd socket is at the configured path, hygiene says it skipped
+  printf '[containerd]\nconfig = "/run/vm-tests/containerd-k3s.toml"\nsocket = "/run/vm-tests/no.sock"\n' \
+    > /run/vm-tests/nosocket.toml
+  block skipped /usr/bin/guard --config /run/vm-tests/nosocket.toml hygiene
   echo "after_reap.alive=$(alive "${pida[@]}")"
   echo "cgroup_after=$(cd /sys/fs/cgroup 2>/dev/null && find . -name "cri-containerd-$cid.scope" | head -n1)"
   # a new incarnation (new pod) now gets the lock
