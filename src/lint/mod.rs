@@ -89,6 +89,7 @@ mod tests {
                 not_counted: Vec::new(),
             },
             kubelet: None,
+            missing: false,
         };
         let verify = evaluate(&settings.volume, &facts, Phase::Verify);
         let verify = verify.iter().find(|f| f.id == Id::VolumeDevice).unwrap();
