@@ -7,6 +7,7 @@ mod args;
 mod config;
 mod hygiene;
 mod lint;
+mod logging;
 mod reset;
 mod runtime;
 mod status;
@@ -220,7 +221,7 @@ fn run() -> i32 {
     };
     let npd = matches!(cli.command, Command::Verify { npd: true, .. });
     // NPD reads one line on stdout; the guard's own log stays out of its way.
-    init_logging(if npd { 0 } else { cli.verbose + 1 });
+    logging::init_logging(if npd { 0 } else { cli.verbose + 1 });
     if let Command::Lint {
         root,
         user_data,
@@ -347,32 +348,6 @@ pub(crate) fn finish(ctx: &Context, mut report: Report) -> Exit {
         Verdict::Usable => Exit::Usable,
         Verdict::Unusable => Exit::CheckFailed,
     }
-}
-
-/// Logs go to stderr without timestamps or colour: journald adds its own. `level` 0 is
-/// errors only (NPD mode), 1 the default, 2 and more `-v`, `-vv`.
-fn init_logging(level: u8) {
-    use tracing_subscriber::fmt::format::FmtSpan;
-    let level = match level {
-        0 => tracing::Level::ERROR,
-        1 => tracing::Level::INFO,
-        2 => tracing::Level::DEBUG,
-        _ => tracing::Level::TRACE,
-    };
-    let log = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false);
-    let _ = match level {
-        // -v: every span's time as it closes (crate::timing), lines stamped with the time
-        // since the guard started (span timings need a timer)
-        tracing::Level::DEBUG | tracing::Level::TRACE => log
-            .with_span_events(FmtSpan::CLOSE)
-            .with_timer(tracing_subscriber::fmt::time::Uptime::default())
-            .try_init(),
-        _ => log.without_time().try_init(),
-    };
 }
 
 #[cfg(test)]

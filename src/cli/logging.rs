@@ -1,0 +1,27 @@
+//! The guard's own log lines (tracing) on stderr.
+
+/// Logs go to stderr without timestamps or colour: journald adds its own. `level` 0 is
+/// errors only (NPD mode), 1 the default, 2 and more `-v`, `-vv`.
+pub(super) fn init_logging(level: u8) {
+    use tracing_subscriber::fmt::format::FmtSpan;
+    let level = match level {
+        0 => tracing::Level::ERROR,
+        1 => tracing::Level::INFO,
+        2 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    let log = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false);
+    let _ = match level {
+        // -v: every span's time as it closes (crate::timing), lines stamped with the time
+        // since the guard started (span timings need a timer)
+        tracing::Level::DEBUG | tracing::Level::TRACE => log
+            .with_span_events(FmtSpan::CLOSE)
+            .with_timer(tracing_subscriber::fmt::time::Uptime::default())
+            .try_init(),
+        _ => log.without_time().try_init(),
+    };
+}
