@@ -12,8 +12,9 @@ pub mod units;
 
 pub use fragments::{effective, find_fragments, is_fragment};
 pub use schema::{
-    ContainerdSettings, DeviceSpec, HoldSettings, MetricsSettings, OrphanSettings,
+    ContainerdSettings, DeviceSpec, HoldSettings, Key, MetricsSettings, OrphanSettings,
     RemediationSettings, SandboxSettings, Settings, VolumeSettings, DEFAULT_CONTAINERD_CONFIG,
+    KEYS,
 };
 
 use crate::host::Host;

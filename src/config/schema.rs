@@ -1,9 +1,11 @@
-//! The keys the guard accepts, their types, defaults and validation. Key names are part
-//! of the public contract (docs/configuration.md documents them); add keys, never rename them.
+//! The keys the guard accepts, their types, defaults and validation, each declared once
+//! below (`config_keys!`, schema/declare.rs). Key names are part of the public contract
+//! (docs/configuration.md and guard(8) list them from [`KEYS`]); add keys, never rename
+//! them.
 
 use super::units::{
-    format_duration, format_size, parse_duration, parse_size, DURATION_HELP, MAX_DURATION,
-    MAX_DURATION_TEXT, MAX_SIZE, MAX_SIZE_TEXT, SIZE_HELP,
+    parse_duration, parse_size, DURATION_HELP, MAX_DURATION, MAX_DURATION_TEXT, MAX_SIZE,
+    MAX_SIZE_TEXT, SIZE_HELP,
 };
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,202 +13,177 @@ use toml::Value;
 
 pub use crate::host::blockdev::DeviceSpec;
 
+#[macro_use]
+mod declare;
+mod show;
 mod values;
 use values::*;
 
 /// Where containerd reads its config when started without `--config`.
 pub const DEFAULT_CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    pub state_dir: PathBuf,
-    pub containerd: ContainerdSettings,
-    pub volume: VolumeSettings,
-    pub sandbox: SandboxSettings,
-    pub remediation: RemediationSettings,
-    pub hold: HoldSettings,
-    pub orphans: OrphanSettings,
-    pub canary: CanarySettings,
-    pub kubelet: KubeletSettings,
-    pub metrics: MetricsSettings,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerdSettings {
-    /// containerd's own config.toml, read for `root`, `state`, `grpc.address`, sandbox image.
-    pub config: PathBuf,
-    /// Overrides containerd's `grpc.address`.
-    pub socket: Option<PathBuf>,
-    /// How long phase 2 retries connecting to containerd.
-    pub wait: Duration,
-    /// Argument vector run to restart containerd; never a shell.
-    pub restart: Vec<String>,
-    /// How long the restart command may run before it is killed.
-    pub restart_timeout: Duration,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VolumeSettings {
-    pub device: Option<DeviceSpec>,
-    pub fstypes: Vec<String>,
-    /// Filesystem types accepted despite being RAM- or overlay-backed.
-    pub allow: Vec<String>,
-    pub min_free: u64,
-    pub min_free_inodes: u64,
-    pub wait: Duration,
-    /// In the initrd: mount the device at the volume path when it is not mounted yet.
-    pub mount: bool,
-    /// `guard verify` warns on free space or inodes within this many percentage points of
-    /// kubelet's image-filesystem eviction threshold.
-    pub warn_margin: u8,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxSettings {
-    /// Overrides the sandbox image named in containerd's config.
-    pub image: Option<String>,
-    /// Image archives baked into the node image, tried in order.
-    pub archives: Vec<PathBuf>,
-    /// Pull through CRI when no archive serves.
-    pub pull: bool,
-    pub pull_timeout: Duration,
-    pub pull_attempts: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemediationSettings {
-    /// containerd restarts allowed per boot before the guard goes terminal.
-    pub restart_budget: u32,
-    /// First backoff between restarts; doubles each time.
-    pub backoff: Duration,
-    pub backoff_max: Duration,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HoldSettings {
-    /// How long `guard runtime` waits for the node to become usable.
-    pub timeout: Duration,
-    /// Whether CRI NetworkReady=false blocks (off: CNI often arrives after kubelet).
-    pub require_network: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OrphanSettings {
-    /// Whether `guard hygiene`, `guard runtime` and `guard verify --repair` kill orphaned
-    /// container payloads (off: they are only reported).
-    pub reap: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CanarySettings {
-    /// Whether `guard runtime` ends with a canary pod (`runtime.can-create`).
-    pub enabled: bool,
-    /// The canary's run, stop and remove together; its cleanup gets 5 s more.
-    pub timeout: Duration,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KubeletSettings {
-    /// kubelet's configuration file; `None`: the one its unit names (`--config`), else
-    /// `/var/lib/kubelet/config.yaml`.
-    pub config: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetricsSettings {
-    /// node_exporter's textfile collector file; `None` (`textfile = ""`) disables.
-    pub textfile: Option<PathBuf>,
-}
-
 /// Debian's `prometheus-node-exporter` reads `*.prom` files from this directory.
 pub const DEFAULT_TEXTFILE: &str = "/var/lib/prometheus/node-exporter/containerd-guard.prom";
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            state_dir: PathBuf::from("/run/containerd-guard"),
-            containerd: ContainerdSettings {
-                config: PathBuf::from(DEFAULT_CONTAINERD_CONFIG),
-                socket: None,
-                wait: Duration::from_secs(60),
-                restart: ["systemctl", "restart", "containerd.service"]
-                    .map(String::from)
-                    .to_vec(),
-                restart_timeout: Duration::from_secs(120),
-            },
-            volume: VolumeSettings {
-                device: None,
-                fstypes: vec!["ext4".into(), "xfs".into()],
-                allow: Vec::new(),
-                min_free: 0,
-                min_free_inodes: 0,
-                wait: Duration::from_secs(90),
-                mount: false,
-                warn_margin: 5,
-            },
-            sandbox: SandboxSettings {
-                image: None,
-                archives: Vec::new(),
-                pull: true,
-                pull_timeout: Duration::from_secs(120),
-                pull_attempts: 3,
-            },
-            remediation: RemediationSettings {
-                restart_budget: 3,
-                backoff: Duration::from_secs(10),
-                backoff_max: Duration::from_secs(300),
-            },
-            hold: HoldSettings {
-                timeout: Duration::from_secs(300),
-                require_network: false,
-            },
-            orphans: OrphanSettings { reap: true },
-            canary: CanarySettings {
-                enabled: true,
-                timeout: Duration::from_secs(10),
-            },
-            kubelet: KubeletSettings { config: None },
-            metrics: MetricsSettings {
-                textfile: Some(PathBuf::from(DEFAULT_TEXTFILE)),
-            },
-        }
+type Problem = (String, String);
+
+/// One config key: where it is written, what it accepts and what it is for, and how a
+/// TOML value becomes its setting and its setting is shown.
+pub struct Key {
+    /// The `[section]` it is written in; `None` at the top of a file.
+    pub section: Option<&'static str>,
+    /// Its name within the section.
+    pub name: &'static str,
+    /// `section.name`: how errors, `guard config` and the docs name it.
+    pub dotted: &'static str,
+    /// The form of value accepted, e.g. "a string like \"90s\"".
+    pub accepts: &'static str,
+    doc: &'static str,
+    read: fn(&mut Settings, &str, &Value) -> Result<(), Problem>,
+    show: fn(&Settings) -> String,
+}
+
+impl Key {
+    /// What the key is for, in one paragraph.
+    pub fn doc(&self) -> String {
+        self.doc.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// Its value in `settings` as `guard config` shows it.
+    pub fn show(&self, settings: &Settings) -> String {
+        (self.show)(settings)
+    }
+
+    /// Its built-in default as `guard config` shows it (`(unset)` when it has none).
+    pub fn default_text(&self) -> String {
+        self.show(&Settings::default())
     }
 }
 
-type Problem = (String, String);
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
 
-/// Every accepted key, for error messages.
-const KEYS: &[&str] = &[
-    "state_dir",
-    "containerd.config",
-    "containerd.socket",
-    "containerd.wait",
-    "containerd.restart",
-    "containerd.restart_timeout",
-    "volume.device",
-    "volume.fstypes",
-    "volume.allow",
-    "volume.min_free",
-    "volume.min_free_inodes",
-    "volume.wait",
-    "volume.mount",
-    "volume.warn_margin",
-    "sandbox.image",
-    "sandbox.archives",
-    "sandbox.pull",
-    "sandbox.pull_timeout",
-    "sandbox.pull_attempts",
-    "remediation.restart_budget",
-    "remediation.backoff",
-    "remediation.backoff_max",
-    "hold.timeout",
-    "hold.require_network",
-    "orphans.reap",
-    "canary.enabled",
-    "canary.timeout",
-    "kubelet.config",
-    "metrics.textfile",
-];
+fn path(text: &str) -> PathBuf {
+    PathBuf::from(text)
+}
+
+fn words(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+config_keys! {
+    top {
+        /// This boot's state: status files, the restart budget, the repair lock.
+        state_dir: PathBuf = path("/run/containerd-guard"),
+            abs_path, show::path, "an absolute path";
+    }
+
+    [containerd] ContainerdSettings {
+        /// containerd's own config.toml, read for `root`, `state`, `grpc.address` and the
+        /// sandbox image.
+        config: PathBuf = path(DEFAULT_CONTAINERD_CONFIG),
+            abs_path, show::path, "an absolute path";
+        /// Overrides containerd's `grpc.address`.
+        socket: Option<PathBuf> = None,
+            |k, v| abs_path(k, v).map(Some), show::path_or_unset, "an absolute path";
+        /// How long phase 2 retries connecting to containerd.
+        wait: Duration = secs(60), duration, show::duration, DURATION_HELP;
+        /// Run to restart containerd, never through a shell; as `systemctl restart UNIT`
+        /// it runs only if the stale pid is in UNIT's cgroup.
+        restart: Vec<String> = words(&["systemctl", "restart", "containerd.service"]),
+            program, show::list, "a list of strings: a program and its arguments";
+        /// How long the restart command may run before it is killed.
+        restart_timeout: Duration = secs(120),
+            restart_timeout, show::duration, "a duration over 0s, like \"2m\"";
+    }
+
+    [volume] VolumeSettings {
+        /// The volume's device; unset: not checked (a warning).
+        device: Option<DeviceSpec> = None, |k, v| device(k, v).map(Some),
+            show::quoted_or_unset, "LABEL=, UUID=, PARTUUID=, PARTLABEL= or a /dev/... path";
+        /// Filesystem types accepted on the volume; supported and tested: ext4, xfs,
+        /// btrfs (a subvolume mount works).
+        fstypes: Vec<String> = words(&["ext4", "xfs"]),
+            nonempty_names, show::list, "a non-empty list of filesystem type names";
+        /// Filesystem types accepted despite being RAM- or overlay-backed, e.g. ["tmpfs"].
+        allow: Vec<String> = Vec::new(), names, show::list, "a list of filesystem type names";
+        /// Free space the volume must have.
+        min_free: u64 = 0, size, show::size, SIZE_HELP;
+        /// Free inodes the volume must have.
+        min_free_inodes: u64 = 0, count, show::plain, "a non-negative integer";
+        /// How long to wait for the device and the mount.
+        wait: Duration = secs(90), duration, show::duration, DURATION_HELP;
+        /// In the initrd: mount the device at the volume path when it is not mounted yet
+        /// (never formats).
+        mount: bool = false, boolean, show::plain, "true or false";
+        /// `guard verify` warns on free space or inodes within this many percentage points
+        /// of kubelet's image-filesystem eviction threshold.
+        warn_margin: u8 = 5,
+            |k, v| percentage_points(k, v, 50), show::plain, "an integer from 0 to 50";
+    }
+
+    [sandbox] SandboxSettings {
+        /// Overrides the sandbox image named in containerd's config (`sandbox_image` or
+        /// `pinned_images.sandbox`).
+        image: Option<String> = None, |k, v| image_reference(k, v).map(Some),
+            show::quoted_or_unset, "an image reference, like \"registry.k8s.io/pause:3.6\"";
+        /// Image archives baked into the node image, digest-verified, tried in order.
+        archives: Vec<PathBuf> = Vec::new(),
+            abs_paths, show::paths, "a list of absolute paths";
+        /// Pull through CRI when no archive serves.
+        pull: bool = true, boolean, show::plain, "true or false";
+        /// How long one pull may take.
+        pull_timeout: Duration = secs(120), duration, show::duration, DURATION_HELP;
+        /// Pulls tried before the image counts as missing.
+        pull_attempts: u32 = 3, positive, show::plain, "an integer from 1 to 100";
+    }
+
+    [remediation] RemediationSettings {
+        /// containerd restarts allowed per boot before the guard goes terminal (exit 4).
+        restart_budget: u32 = 3, small_count, show::plain, "an integer from 0 to 100";
+        /// First backoff between restarts; doubles after each restart.
+        backoff: Duration = secs(10), duration, show::duration, DURATION_HELP;
+        /// The longest backoff between restarts.
+        backoff_max: Duration = secs(300), duration, show::duration, DURATION_HELP;
+    }
+
+    [hold] HoldSettings {
+        /// How long `guard runtime` waits for the node to become usable.
+        timeout: Duration = secs(300), duration, show::duration, DURATION_HELP;
+        /// Whether CRI NetworkReady=false blocks (off: CNI often arrives after kubelet).
+        require_network: bool = false, boolean, show::plain, "true or false";
+    }
+
+    [orphans] OrphanSettings {
+        /// Whether `guard hygiene`, `guard runtime` and `guard verify --repair` kill
+        /// orphaned container payloads (false: they are only reported).
+        reap: bool = true, boolean, show::plain, "true or false";
+    }
+
+    [canary] CanarySettings {
+        /// Whether `guard runtime` ends with a canary pod (`runtime.can-create`);
+        /// `guard verify --deep` runs it anyway.
+        enabled: bool = true, boolean, show::plain, "true or false";
+        /// The canary's run, stop and remove together; its cleanup gets 5s more.
+        timeout: Duration = secs(10),
+            canary_timeout, show::duration, "a duration over 0s and at most 2m";
+    }
+
+    [kubelet] KubeletSettings {
+        /// kubelet's configuration file; unset: the one its unit names (`--config`), else
+        /// `/var/lib/kubelet/config.yaml`.
+        config: Option<PathBuf> = None, |k, v| abs_path(k, v).map(Some),
+            |v| show::path_or(v, "(unset: its unit's --config, else /var/lib/kubelet/config.yaml)"),
+            "an absolute path";
+    }
+
+    [metrics] MetricsSettings {
+        /// node_exporter's textfile collector file; "" turns metrics off.
+        textfile: Option<PathBuf> = Some(path(DEFAULT_TEXTFILE)),
+            optional_path, show::path_or_empty, "an absolute path, or \"\"";
+    }
+}
 
 /// Applies one fragment on top of `settings`; returns the dotted keys it set.
 pub fn apply(settings: &mut Settings, table: &toml::Table) -> Result<Vec<String>, Problem> {
@@ -233,110 +210,25 @@ pub fn apply(settings: &mut Settings, table: &toml::Table) -> Result<Vec<String>
 }
 
 fn is_section(name: &str) -> bool {
-    KEYS.iter()
-        .any(|k| k.split_once('.').is_some_and(|(s, _)| s == name))
+    KEYS.iter().any(|k| k.section == Some(name))
 }
 
-fn apply_key(s: &mut Settings, key: &str, v: &Value) -> Result<(), Problem> {
-    let k = key.to_string();
-    match key {
-        "state_dir" => s.state_dir = abs_path(&k, v)?,
-        "containerd.config" => s.containerd.config = abs_path(&k, v)?,
-        "containerd.socket" => s.containerd.socket = Some(abs_path(&k, v)?),
-        "containerd.wait" => s.containerd.wait = duration(&k, v)?,
-        "containerd.restart" => s.containerd.restart = program(&k, v)?,
-        "containerd.restart_timeout" => s.containerd.restart_timeout = restart_timeout(&k, v)?,
-        "volume.device" => s.volume.device = Some(device(&k, v)?),
-        "volume.fstypes" => s.volume.fstypes = nonempty_names(&k, v)?,
-        "volume.allow" => s.volume.allow = names(&k, v)?,
-        "volume.min_free" => s.volume.min_free = size(&k, v)?,
-        "volume.min_free_inodes" => s.volume.min_free_inodes = count(&k, v)?,
-        "volume.wait" => s.volume.wait = duration(&k, v)?,
-        "volume.mount" => s.volume.mount = boolean(&k, v)?,
-        "volume.warn_margin" => s.volume.warn_margin = percentage_points(&k, v, 50)?,
-        "sandbox.image" => s.sandbox.image = Some(image_reference(&k, v)?),
-        "sandbox.archives" => s.sandbox.archives = abs_paths(&k, v)?,
-        "sandbox.pull" => s.sandbox.pull = boolean(&k, v)?,
-        "sandbox.pull_timeout" => s.sandbox.pull_timeout = duration(&k, v)?,
-        "sandbox.pull_attempts" => s.sandbox.pull_attempts = positive(&k, v)?,
-        "remediation.restart_budget" => s.remediation.restart_budget = small_count(&k, v)?,
-        "remediation.backoff" => s.remediation.backoff = duration(&k, v)?,
-        "remediation.backoff_max" => s.remediation.backoff_max = duration(&k, v)?,
-        "hold.timeout" => s.hold.timeout = duration(&k, v)?,
-        "hold.require_network" => s.hold.require_network = boolean(&k, v)?,
-        "orphans.reap" => s.orphans.reap = boolean(&k, v)?,
-        "canary.enabled" => s.canary.enabled = boolean(&k, v)?,
-        "canary.timeout" => s.canary.timeout = canary_timeout(&k, v)?,
-        "kubelet.config" => s.kubelet.config = Some(abs_path(&k, v)?),
-        "metrics.textfile" => s.metrics.textfile = optional_path(&k, v)?,
-        _ => {
-            return Err((
-                k,
-                format!("unknown key; accepted keys are: {}", KEYS.join(", ")),
+fn apply_key(settings: &mut Settings, dotted: &str, v: &Value) -> Result<(), Problem> {
+    match KEYS.iter().find(|k| k.dotted == dotted) {
+        Some(key) => (key.read)(settings, dotted, v),
+        None => {
+            let names: Vec<&str> = KEYS.iter().map(|k| k.dotted).collect();
+            Err((
+                dotted.to_string(),
+                format!("unknown key; accepted keys are: {}", names.join(", ")),
             ))
         }
     }
-    Ok(())
 }
 
 /// Every key with its effective value, TOML-formatted, in contract order.
 pub fn render(s: &Settings) -> Vec<(String, String)> {
-    let q = |t: &str| format!("{t:?}");
-    let p = |p: &PathBuf| q(&p.display().to_string());
-    let list = |items: &[String]| {
-        format!(
-            "[{}]",
-            items.iter().map(|i| q(i)).collect::<Vec<_>>().join(", ")
-        )
-    };
-    let unset = "(unset)".to_string();
-    let values =
-        [
-            p(&s.state_dir),
-            p(&s.containerd.config),
-            s.containerd.socket.as_ref().map(p).unwrap_or(unset.clone()),
-            q(&format_duration(s.containerd.wait)),
-            list(&s.containerd.restart),
-            q(&format_duration(s.containerd.restart_timeout)),
-            s.volume
-                .device
-                .as_ref()
-                .map(|d| q(&d.to_string()))
-                .unwrap_or(unset.clone()),
-            list(&s.volume.fstypes),
-            list(&s.volume.allow),
-            q(&format_size(s.volume.min_free)),
-            s.volume.min_free_inodes.to_string(),
-            q(&format_duration(s.volume.wait)),
-            s.volume.mount.to_string(),
-            s.volume.warn_margin.to_string(),
-            s.sandbox.image.as_ref().map(|i| q(i)).unwrap_or(unset),
-            list(
-                &s.sandbox
-                    .archives
-                    .iter()
-                    .map(|a| a.display().to_string())
-                    .collect::<Vec<_>>(),
-            ),
-            s.sandbox.pull.to_string(),
-            q(&format_duration(s.sandbox.pull_timeout)),
-            s.sandbox.pull_attempts.to_string(),
-            s.remediation.restart_budget.to_string(),
-            q(&format_duration(s.remediation.backoff)),
-            q(&format_duration(s.remediation.backoff_max)),
-            q(&format_duration(s.hold.timeout)),
-            s.hold.require_network.to_string(),
-            s.orphans.reap.to_string(),
-            s.canary.enabled.to_string(),
-            q(&format_duration(s.canary.timeout)),
-            s.kubelet.config.as_ref().map(p).unwrap_or(
-                "(unset: its unit's --config, else /var/lib/kubelet/config.yaml)".into(),
-            ),
-            q(&s.metrics
-                .textfile
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()),
-        ];
-    KEYS.iter().map(|k| k.to_string()).zip(values).collect()
+    KEYS.iter()
+        .map(|k| (k.dotted.to_string(), k.show(s)))
+        .collect()
 }
