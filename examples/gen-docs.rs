@@ -45,10 +45,11 @@ fn run(out: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// guard(8): one page. clap_mangen renders the title, synopsis, global options, the exit
+/// guard(8): one page.
+/// (`pub` so that tests/config_keys.rs can check that it lists every config key.) clap_mangen renders the title, synopsis, global options, the exit
 /// codes (the CLI's after_help) and the version; each subcommand gets a subsection here with
 /// its own options (clap_mangen would point at guard-volume(8) and so on, which do not exist).
-fn man_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
+pub fn man_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
     let man = clap_mangen::Man::new(cmd.clone())
         .section("8")
         .manual("System Administration")
@@ -73,6 +74,7 @@ fn man_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
     man.render_extra_section(&mut extra)?;
     let extra = String::from_utf8_lossy(&extra).replacen(".SH EXTRA", ".SH \"EXIT STATUS\"", 1);
     w.write_all(extra.as_bytes())?;
+    configuration().to_writer(w)?;
     files().to_writer(w)?;
     man.render_version_section(w)
 }
@@ -100,6 +102,26 @@ fn commands(cmd: &clap::Command) -> Roff {
                 roff.text([roman(help.to_string())]);
             }
         }
+    }
+    roff
+}
+
+/// Every config key, its default, what it accepts and what it is for: from the keys'
+/// declaration (`containerd_guard::config::KEYS`), as docs/configuration.md's table is.
+fn configuration() -> Roff {
+    let mut roff = Roff::new();
+    roff.control("SH", ["CONFIGURATION"]);
+    roff.text([roman(
+        "Keys of the configuration fragments (see FILES); section.key is key in the \
+         [section] table of a fragment. guard config prints the effective value of each.",
+    )]);
+    for key in containerd_guard::config::KEYS {
+        roff.control("TP", []);
+        roff.text([
+            bold(key.dotted),
+            roman(format!(" (default: {})", key.default_text())),
+        ]);
+        roff.text([roman(format!("{} Accepts {}.", key.doc(), key.accepts))]);
     }
     roff
 }

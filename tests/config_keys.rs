@@ -2,6 +2,7 @@
 //! meets it: `guard config` (text and JSON, compared with golden files captured before the
 //! keys were declared in one table), docs/configuration.md's key table and guard(8).
 
+use containerd_guard::config::{apply_fragment, Settings, KEYS};
 use std::path::Path;
 use support::*;
 use testkit as support;
@@ -48,4 +49,99 @@ fn guard_config_prints_every_key_set_as_before() {
     assert_eq!(text, fixture("every-key.out"));
     let json = config_output(Guard::with_config(&cfg), true, &paths);
     assert_eq!(json, fixture("every-key.json"));
+}
+
+#[allow(dead_code)] // its main() and file writing: only the man page is checked here
+#[path = "../examples/gen-docs.rs"]
+mod gen_docs;
+
+const DOCS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
+const TABLE_START: &str = "<!-- key table: generated from src/config/schema.rs by \
+                           tests/config_keys.rs; do not edit -->\n";
+const TABLE_END: &str = "<!-- end of the generated key table -->\n";
+
+/// docs/configuration.md's key table as the keys' declaration makes it.
+fn key_table() -> String {
+    let mut table = String::from(
+        "In a fragment, `containerd.wait` is `wait` in the `[containerd]` table.\n\n\
+         | Key | Default | Accepts | What it is for |\n|---|---|---|---|\n",
+    );
+    for key in KEYS {
+        let cell = |text: &str| text.replace('|', "\\|");
+        table.push_str(&format!(
+            "| `{}` | `{}` | {} | {} |\n",
+            key.dotted,
+            cell(&key.default_text()),
+            cell(key.accepts),
+            cell(&key.doc())
+        ));
+    }
+    table
+}
+
+#[test]
+fn the_docs_key_table_is_the_one_the_declaration_makes() {
+    let docs = std::fs::read_to_string(DOCS).unwrap();
+    let (before, rest) = docs
+        .split_once(TABLE_START)
+        .unwrap_or_else(|| panic!("{DOCS}: no line {TABLE_START:?}"));
+    let (table, after) = rest
+        .split_once(TABLE_END)
+        .unwrap_or_else(|| panic!("{DOCS}: no line {TABLE_END:?}"));
+    let wanted = key_table();
+    if table == wanted {
+        return;
+    }
+    if std::env::var_os("GUARD_REGENERATE_DOCS").is_some() {
+        let text = format!("{before}{TABLE_START}{wanted}{TABLE_END}{after}");
+        std::fs::write(DOCS, text).unwrap();
+        return;
+    }
+    panic!(
+        "{DOCS}'s key table differs from src/config/schema.rs's keys; rewrite it with \
+         `GUARD_REGENERATE_DOCS=1 cargo test --test config_keys`. Wanted:\n{wanted}"
+    );
+}
+
+#[test]
+fn the_man_page_lists_every_key_with_its_default() {
+    let mut page = Vec::new();
+    gen_docs::man_page(&containerd_guard::cli::command(), &mut page).unwrap();
+    let page = String::from_utf8(page).unwrap();
+    let (_, section) = page
+        .split_once(".SH CONFIGURATION")
+        .unwrap_or_else(|| panic!("no CONFIGURATION section in:\n{page}"));
+    // roff writes a minus sign as `\-` and an apostrophe as `\*(Aq`.
+    let roff = |text: &str| text.replace('-', "\\-").replace('\'', "\\*(Aq");
+    for key in KEYS {
+        let entry = format!(
+            "\\fB{}\\fR (default: {})",
+            roff(key.dotted),
+            roff(&key.default_text())
+        );
+        assert!(section.contains(&entry), "no {entry:?} in:\n{section}");
+    }
+}
+
+/// Each default, written back as its key's value, is accepted and read as that default:
+/// the default the docs show is one a fragment may state.
+#[test]
+fn every_default_as_shown_reads_back_as_the_default() {
+    let every_key = fixture("every-key.toml");
+    for key in KEYS
+        .iter()
+        .filter(|k| !k.default_text().starts_with("(unset"))
+    {
+        let mut settings = Settings::default();
+        apply_fragment(&mut settings, &every_key).unwrap();
+        let line = format!("{} = {}", key.name, key.default_text());
+        let fragment = match key.section {
+            Some(section) => format!("[{section}]\n{line}\n"),
+            None => format!("{line}\n"),
+        };
+        let set = apply_fragment(&mut settings, &fragment)
+            .unwrap_or_else(|e| panic!("{}'s default {fragment:?}: {e:?}", key.dotted));
+        assert_eq!(set, [key.dotted]);
+        assert_eq!(key.show(&settings), key.default_text(), "{}", key.dotted);
+    }
 }
