@@ -121,7 +121,9 @@ fn configuration() -> Roff {
             bold(key.dotted),
             roman(format!(" (default: {})", key.default_text())),
         ]);
-        roff.text([roman(format!("{} Accepts {}.", key.doc(), key.accepts))]);
+        // The docs are Markdown; a man page has no code spans.
+        let doc = key.doc().replace('`', "");
+        roff.text([roman(format!("{doc} Accepts {}.", key.accepts))]);
     }
     roff
 }
