@@ -1082,6 +1082,7 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
     promtool_check(&textfile);
     let repaired = scraped;
     let network = a_failing_verify_outlives_a_hygiene_run(&n, &extra, &exporter);
+    let pulls_failed = pulls_failing_run_after_run(&n, &extra, &exporter);
     let cfg = n.config(&n.ctrd.restart_program(), &extra);
 
     // Stale again with the budget spent: terminal.
@@ -1111,6 +1112,7 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
         held,
         repaired,
         network,
+        pulls_failed,
         terminal: scraped,
     };
     shipped_alerts_fire_on_these_scrapes(n.t.path(), &scrapes);
@@ -1156,6 +1158,39 @@ fn a_failing_verify_outlives_a_hygiene_run(
     scraped
 }
 
+/// The sandbox image removed while the node runs (image GC), pulls allowed from a
+/// registry that is down: each hygiene run (the 2-minute timer) tries one pull, which
+/// fails. The history is full, so each failure pushes the oldest record out; the counter
+/// of failed pulls still counts 1, 2, 3. Node_exporter's scrape after each run. The image
+/// is imported again at the end.
+fn pulls_failing_run_after_run(n: &Node, extra: &str, exporter: &NodeExporter) -> Vec<String> {
+    let pulling = format!("{extra}[sandbox]\npull = true\npull_timeout = \"5s\"\n");
+    let pulling = pulling.replacen("[sandbox]\npull = false\n", "", 1);
+    let cfg = n.config(&n.ctrd.restart_program(), &pulling);
+    block_on(
+        "CRI RemoveImage",
+        support::cri::remove_image(&n.t.socket(), &n.img.name),
+    )
+    .unwrap();
+    let scrapes: Vec<String> = (1..=3)
+        .map(|failed| {
+            let out = Guard::with_config(&cfg).run(&["--json", "hygiene"]);
+            out.expect(1, "remedy.pull", "warn");
+            let scraped = exporter.scrape();
+            let line = format!(
+                "containerd_guard_remedies_total{{kind=\"pull\",outcome=\"failed\"}} {failed}"
+            );
+            assert!(
+                scraped.lines().any(|l| l == line),
+                "no {line:?} in\n{scraped}"
+            );
+            scraped
+        })
+        .collect();
+    n.import_image();
+    scrapes
+}
+
 /// `runtime.json` of this boot with a full history (100 successful restarts, written as
 /// guard 0.2.0 did: no counters) and no restart in the budget's list.
 fn write_full_history(state_file: &Path) {
@@ -1177,6 +1212,8 @@ struct Scrapes {
     held: String,
     repaired: String,
     network: String,
+    /// After each of three hygiene runs whose pull failed.
+    pulls_failed: Vec<String>,
     terminal: String,
 }
 
@@ -1273,6 +1310,12 @@ fn one_node_alerts(cases: &mut support::alert_rules::Cases, s: &Scrapes) {
     let stopped = one(&[(&s.terminal, 30)]);
     cases.case("hygiene stopped: not yet", &stopped, &stale_guard, 14, 0);
     cases.case("hygiene stopped", &stopped, &stale_guard, 17, 1);
+    let failing = firing("ContainerdGuardRemedyFailing", "kind=\"pull\"");
+    let [first, second, third] = [0, 1, 2].map(|i| s.pulls_failed[i].as_str());
+    let every_run = one(&[(&s.repaired, 10), (first, 2), (second, 2), (third, 30)]);
+    cases.case("a pull failing every run", &every_run, &failing, 20, 1);
+    let once = one(&[(&s.repaired, 10), (first, 50)]);
+    cases.case("one failed pull in an hour", &once, &failing, 30, 0);
     let counters = one(&[(&s.held, 10), (&s.repaired, 10), (&s.terminal, 10)]);
     let resets = "sum(resets(containerd_guard_remedies_total[1h]))";
     cases.case(
