@@ -34,6 +34,22 @@ fn ends_quietly(g: &Guard, args: &[&str]) {
     assert_eq!(out.code, 141, "`{}`:\n{}", out.command, out.dump());
 }
 
+/// With stderr the same closed pipe (`2>&1 | head -c1`): no panic (101 here, an abort and
+/// a core dump in the release build) and no death by signal; the command's own exit
+/// code, or 141 when it printed on stdout.
+#[track_caller]
+fn ends_quietly_with_stderr_closed_too(g: &Guard, args: &[&str]) {
+    let own = g.run(args).code;
+    let out = g.run_into_closed_pipes(args);
+    assert!(
+        out.code == 141 || out.code == own,
+        "`{}` exited {} (its own exit: {own}):\n{}",
+        out.command,
+        out.code,
+        out.dump()
+    );
+}
+
 #[test]
 fn every_command_ends_quietly_when_its_output_pipe_is_closed() {
     if !require_root(TOOLS) {
@@ -60,8 +76,12 @@ fn every_command_ends_quietly_when_its_output_pipe_is_closed() {
     for args in commands {
         ends_quietly(&g, args);
         ends_quietly(&g, &[&["--json"], *args].concat());
+        ends_quietly_with_stderr_closed_too(&g, args);
     }
     ends_quietly(&g, &["verify", "--npd"]);
+    // what goes to stderr alone: a usage error, -v's log lines
+    ends_quietly_with_stderr_closed_too(&g, &["--sysroot", "/nonexistent", "verify"]);
+    ends_quietly_with_stderr_closed_too(&g, &["-vv", "verify"]);
     state_is_whole(&g, &n.state_file());
     // last: it clears the state the runs above wrote
     ends_quietly(&g, &["reset"]);

@@ -14,7 +14,10 @@ pub(super) fn init_logging(level: u8) {
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_target(false);
+        .with_target(false)
+        // A closed stderr (`2>&1 | head -c1`): tracing would say so on stderr with std's
+        // eprintln!, which panics on the closed pipe (an abort in the release build).
+        .log_internal_errors(false);
     let _ = match level {
         // -v: every span's time as it closes (crate::timing), lines stamped with the time
         // since the guard started (span timings need a timer)

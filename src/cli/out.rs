@@ -5,8 +5,11 @@
 //! printed, so a closed pipe only drops output: the rest is skipped and the guard exits
 //! [`PIPE_CLOSED_EXIT`].
 //!
-//! `println!` and `print!` are shadowed for every module of `cli` (declared before them),
-//! so no print there, now or later, can take the std path.
+//! The same holds for stderr (`guard verify 2>&1 | head -c1` closes both): a line that
+//! cannot be written there is dropped, since nowhere is left to say it.
+//!
+//! `println!`, `print!`, `eprintln!` and `eprint!` are shadowed for every module of `cli`
+//! (declared before them), so no print there, now or later, can take the std path.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +42,12 @@ pub fn write(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Writes to stderr; a closed or failing stderr drops the line. Never panics.
+pub fn write_err(args: std::fmt::Arguments<'_>) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_fmt(args).and_then(|()| stderr.flush());
+}
+
 /// The command's exit code, or [`PIPE_CLOSED_EXIT`] when the reader of stdout went away
 /// and some output was lost.
 pub fn unless_closed(exit: i32) -> i32 {
@@ -60,5 +69,22 @@ macro_rules! println {
     };
     ($($arg:tt)*) => {
         $crate::cli::out::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+// (unused today: here so that a later `eprint!` in cli cannot take the std path)
+#[allow(unused_macros)]
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::cli::out::write_err(format_args!($($arg)*))
+    };
+}
+
+macro_rules! eprintln {
+    () => {
+        $crate::cli::out::write_err(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::out::write_err(format_args!("{}\n", format_args!($($arg)*)))
     };
 }

@@ -159,30 +159,49 @@ impl Guard {
     /// `stdout` of the outcome is empty; stderr is captured.
     #[track_caller]
     pub fn run_into_closed_pipe(&self, extra: &[&str]) -> Outcome {
+        self.run_closed(extra, false)
+    }
+
+    /// As [`Guard::run_into_closed_pipe`] with stderr the same closed pipe, as under
+    /// `guard ... 2>&1 | head -c1`: nothing is captured, only the exit status tells.
+    #[track_caller]
+    pub fn run_into_closed_pipes(&self, extra: &[&str]) -> Outcome {
+        self.run_closed(extra, true)
+    }
+
+    #[track_caller]
+    fn run_closed(&self, extra: &[&str], stderr_too: bool) -> Outcome {
         use std::io::Read;
         let (reader, writer) = std::io::pipe().expect("a pipe");
         drop(reader);
         let mut cmd = self.command();
         cmd.args(&self.args).args(extra).env_remove("NOTIFY_SOCKET");
         self.apply_env(&mut cmd);
+        let stderr = match stderr_too {
+            true => std::process::Stdio::from(writer.try_clone().expect("a second end")),
+            false => std::process::Stdio::piped(),
+        };
         cmd.stdin(std::process::Stdio::null())
             .stdout(writer)
-            .stderr(std::process::Stdio::piped())
+            .stderr(stderr)
             .process_group(0);
         let command = format!(
-            "guard {} {} | (closed)",
+            "guard {} {} {}| (closed)",
             self.args.join(" "),
-            extra.join(" ")
+            extra.join(" "),
+            if stderr_too { "2>&1 " } else { "" }
         );
         let start = Instant::now();
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run `{command}`: {e}"));
-        let mut pipe = child.stderr.take().expect("piped stderr");
+        let pipe = child.stderr.take();
         // read beside the wait: a guard past its deadline is killed, which closes stderr
         let stderr = std::thread::spawn(move || {
             let mut text = Vec::new();
-            let _ = pipe.read_to_end(&mut text);
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut text);
+            }
             String::from_utf8_lossy(&text).into_owned()
         });
         let status = bounded::wait(child, &command, GUARD_DEADLINE);
