@@ -142,6 +142,7 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
     hygiene_is_skipped_where_no_socket_is(&n, &leaky.socket, &cid);
 
     show(&cfg, &["hygiene", "--dry-run"]);
+    let before_cleanup = scrape_for_alerts(&n);
     let repair = guard(&cfg, &["hygiene"]);
     shown(
         &["hygiene"],
@@ -157,6 +158,7 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
         .expect(0, "remedy.delete-task", "pass")
         .expect(0, "runtime.leaked-tasks", "pass");
     assert_eq!(ctr_task(&leaky.socket, &cid), None, "the task is gone");
+    cleanups_again_and_again_fire_the_alert(&n, &cfg, &leaky, &cid, &before_cleanup);
     leaky
         .remove_pod()
         .unwrap_or_else(|e| panic!("RemovePodSandbox after the guard's repair: {e:?}"));
@@ -165,6 +167,61 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
 
     let status = Guard::with_config(&cfg).run(&["status"]);
     assert!(status.stdout.contains("delete-task"), "{}", status.dump());
+}
+
+/// node_exporter's scrape of the guard's textfile on the suite's own containerd (`None`
+/// on the other versions: the alert rules do not depend on containerd's version, and the
+/// cases below cost two hygiene runs of a second look each).
+fn scrape_for_alerts(n: &HygieneNode) -> Option<String> {
+    if std::env::var_os("GUARD_TEST_CONTAINERD_DIR").is_some() {
+        return None;
+    }
+    let dir = n.t.metrics_textfile().parent().unwrap().to_path_buf();
+    Some(NodeExporter::start(&dir).scrape())
+}
+
+/// The leak comes back twice more and hygiene deletes it each time: three cleanups in a
+/// few minutes, which `ContainerdGuardRecurringCleanup` pages on, and two, which it does
+/// not. Its promtool cases from node_exporter's scrapes of this real guard.
+fn cleanups_again_and_again_fire_the_alert(
+    n: &HygieneNode,
+    cfg: &Path,
+    leaky: &Pod,
+    cid: &str,
+    before: &Option<String>,
+) {
+    use support::alert_rules::{firing, input_series, Cases, Target};
+    let Some(before) = before else { return };
+    let mut scrapes = vec![before.clone(), scrape_for_alerts(n).unwrap()];
+    for cleanups in 2..=3 {
+        leak_again(leaky, cid);
+        guard(cfg, &["hygiene"]).expect(0, "remedy.delete-task", "pass");
+        let scraped = scrape_for_alerts(n).unwrap();
+        let line = format!(
+            "containerd_guard_remedies_total{{kind=\"delete-task\",outcome=\"ok\"}} {cleanups}"
+        );
+        assert!(
+            scraped.lines().any(|l| l == line),
+            "no {line:?} in\n{scraped}"
+        );
+        scrapes.push(scraped);
+    }
+    let series = |steps: &[(&str, u32)]| {
+        input_series(&[Target {
+            cluster: "x",
+            instance: "node-1:9100",
+            nodename: "node-1",
+            steps: steps.to_vec(),
+        }])
+    };
+    let [s0, s1, s2, s3] = [0, 1, 2, 3].map(|i| scrapes[i].as_str());
+    let recurring = firing("ContainerdGuardRecurringCleanup", "kind=\"delete-task\"");
+    let mut cases = Cases::default();
+    let three = series(&[(s0, 2), (s1, 2), (s2, 2), (s3, 60)]);
+    cases.case("three cleanups in minutes", &three, &recurring, 10, 1);
+    let two = series(&[(s0, 2), (s1, 2), (s2, 60)]);
+    cases.case("two cleanups", &two, &recurring, 10, 0);
+    cases.run(n.t.path());
 }
 
 /// This node's socket is not containerd's default, and hygiene ran where the config puts it

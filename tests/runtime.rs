@@ -1235,12 +1235,6 @@ fn shipped_alerts_fire_on_these_scrapes(dir: &Path, s: &Scrapes) {
     cases.run(dir);
 }
 
-/// `alertname` firing (with `labels`, `k="v",...`): 1 or 0.
-fn firing(alertname: &str, labels: &str) -> String {
-    let sep = if labels.is_empty() { "" } else { "," };
-    format!("count(ALERTS{{alertname=\"{alertname}\",alertstate=\"firing\"{sep}{labels}}}) or vector(0)")
-}
-
 /// The series of `node` in `cluster` serving `steps`; with `moved_at` (minutes),
 /// node_exporter's pod is replaced then: the same node under a new `instance`.
 fn node_series(node: &str, cluster: &str, steps: &[(&str, u32)], moved_at: Option<u32>) -> String {
@@ -1272,6 +1266,7 @@ fn node_series(node: &str, cluster: &str, steps: &[(&str, u32)], moved_at: Optio
 }
 
 fn one_node_alerts(cases: &mut support::alert_rules::Cases, s: &Scrapes) {
+    use support::alert_rules::firing;
     let one = |steps: &[(&str, u32)]| node_series("node-1", "x", steps, None);
     let not_usable = |id: &str| firing("ContainerdGuardNodeNotUsable", &format!("id=\"{id}\""));
     let stale = not_usable("runtime.stale");
@@ -1328,6 +1323,7 @@ fn one_node_alerts(cases: &mut support::alert_rules::Cases, s: &Scrapes) {
 }
 
 fn fleet_alerts(cases: &mut support::alert_rules::Cases, s: &Scrapes) {
+    use support::alert_rules::firing;
     let restarted: &[(&str, u32)] = &[(&s.held, 10), (&s.repaired, 80)];
     let fleet = |nodes: &[(&str, &str)], moved_at| {
         nodes

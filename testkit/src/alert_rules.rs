@@ -105,6 +105,13 @@ fn with_nodename(labels: &str, node: &str) -> String {
     format!("{}{key}{node}{}", &labels[..at], &value[end..])
 }
 
+/// A promtool expression: how many `alertname` alerts fire (with `labels`, `k="v",...`),
+/// 0 when none does.
+pub fn firing(alertname: &str, labels: &str) -> String {
+    let sep = if labels.is_empty() { "" } else { "," };
+    format!("count(ALERTS{{alertname=\"{alertname}\",alertstate=\"firing\"{sep}{labels}}}) or vector(0)")
+}
+
 /// `promtool test rules` cases, run together by one promtool: each case's input series
 /// and one expression that must give one value (a sample without labels) at a time.
 #[derive(Default)]

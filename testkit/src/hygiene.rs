@@ -364,6 +364,12 @@ pub fn make_leaked_task(pod: &Pod, cid: &str) -> CtrTask {
     poll_until("CRI to delete its task", FAULT_TIMEOUT, || {
         (task_get(&pod.socket, cid) == Err(tonic::Code::NotFound)).then_some(())
     });
+    leak_again(pod, cid)
+}
+
+/// Container `cid`, EXITED with no task (CRI reaped it, or the guard deleted the leak),
+/// gets a leaked task again: one started by hand, which CRI never reaps, then killed.
+pub fn leak_again(pod: &Pod, cid: &str) -> CtrTask {
     ctr_k8s_ok(&pod.socket, &["tasks", "start", "-d", "--null-io", cid]);
     ctr_k8s_ok(&pod.socket, &["tasks", "kill", "-s", "SIGKILL", cid]);
     poll_until(
