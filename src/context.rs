@@ -2,6 +2,7 @@
 //! the host, the guard's settings, the command's name and mode. Below [`crate::phases`]
 //! and [`crate::cli`], so both read it and neither imports the other for it.
 
+use crate::command::Command;
 use crate::config::Loaded;
 use crate::containerd::config::{ContainerdConfig, LoadError};
 use crate::host::Host;
@@ -11,8 +12,8 @@ pub struct Context {
     pub host: Host,
     pub loaded: Loaded,
     pub json: bool,
-    /// The subcommand's name, for metrics and the journal (`volume`, `runtime`, ...).
-    pub command: &'static str,
+    /// The subcommand, for metrics, the journal and the state file.
+    pub command: Command,
     /// NPD mode: its own output protocol (it writes nothing: [`Writes::Nothing`]).
     pub npd: bool,
     /// What this command may write, decided once from the command and its flags.

@@ -5,6 +5,7 @@
 //! never in `--npd` mode (NPD records conditions itself, every 30 s). Failures to log are
 //! ignored: the exit code already tells.
 
+use crate::command::Command;
 use crate::report::{escape, Finding, Report, Status};
 use libsystemd::logging::{journal_send, Priority};
 
@@ -52,13 +53,13 @@ pub fn journaled(f: &Finding) -> bool {
     f.status != Status::Pass || f.id.as_str().starts_with("remedy.")
 }
 
-pub fn record(report: &Report, command: &str) {
+pub fn record(report: &Report, command: Command) {
     if !std::path::Path::new(libsystemd::logging::SD_JOURNAL_SOCK_PATH).exists() {
         return;
     }
     for f in report.findings.iter().filter(|f| journaled(f)) {
         let msg = format!("{}: {}", f.id, escape(&f.summary));
-        let fields = fields(f, command);
+        let fields = fields(f, &format!("guard {command}"));
         let vars = fields.iter().map(|(k, v)| (*k, v.as_str()));
         let _ = journal_send(priority(f.status), &msg, vars);
     }

@@ -17,6 +17,8 @@
 //! - [`context`] is what every command runs against (host, settings), resolved once by
 //!   [`cli`] and read by [`phases`].
 //!
+//! - [`command`] names the guard's commands once, for everything that writes one.
+//!
 //! Imports go down only, in the order of [`LAYERS`] (utilities, `host`, `config`,
 //! `containerd`, `report`, `state`, `metrics`/`journal`, `checks`, `lint`, `remedies`, `context`,
 //! `phases`, `cli`): a module never imports from its own layer or one above, so there is
@@ -31,6 +33,7 @@ pub mod backoff;
 pub mod checks;
 #[cfg(feature = "grpc")]
 pub mod cli;
+pub mod command;
 pub mod config;
 pub mod containerd;
 #[cfg(feature = "grpc")]
@@ -54,7 +57,7 @@ pub mod timing;
 /// itself), so no import loop can form. `layering` (below) reads every source file and
 /// fails on an import that reaches up or sideways.
 pub const LAYERS: &[&[&str]] = &[
-    &["backoff", "timing", "notify", "signals"],
+    &["backoff", "timing", "notify", "signals", "command"],
     &["host"],
     &["config"],
     &["containerd"],

@@ -8,7 +8,7 @@ use crate::phases::runtime::Mode;
 use crate::report::Report;
 use std::path::Path;
 
-pub fn run(ctx: &Context, cd: &ContainerdConfig, dry_run: bool) -> Exit {
+pub fn run(ctx: &Context, cd: &ContainerdConfig) -> Exit {
     let socket = crate::containerd::config::socket(&ctx.loaded.settings, cd);
     if nothing_at(&ctx.host.path(&socket)) {
         return skipped(ctx, &socket);
@@ -18,12 +18,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, dry_run: bool) -> Exit {
         dry_run: ctx.writes == crate::context::Writes::Nothing,
         ..Mode::HYGIENE
     };
-    let command = if dry_run {
-        "guard hygiene --dry-run"
-    } else {
-        "guard hygiene"
-    };
-    match crate::phases::run_runtime(ctx, cd, mode, command) {
+    match crate::phases::run_runtime(ctx, cd, mode) {
         Ok(gate) => super::finish(ctx, Report::new(gate.findings)),
         Err(e) => super::internal_error(&e),
     }

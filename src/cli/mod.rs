@@ -183,16 +183,18 @@ pub fn command() -> clap::Command {
 }
 
 impl Command {
-    fn name(&self) -> &'static str {
+    /// The command without its flags: what the state file, metrics and journal name.
+    fn kind(&self) -> crate::command::Command {
+        use crate::command::Command as Kind;
         match self {
-            Command::Volume { .. } => "volume",
-            Command::Verify { .. } => "verify",
-            Command::Runtime { .. } => "runtime",
-            Command::Hygiene { .. } => "hygiene",
-            Command::Status => "status",
-            Command::Reset => "reset",
-            Command::Config => "config",
-            Command::Lint { .. } => "lint",
+            Command::Volume { .. } => Kind::Volume,
+            Command::Verify { .. } => Kind::Verify,
+            Command::Runtime { .. } => Kind::Runtime,
+            Command::Hygiene { .. } => Kind::Hygiene,
+            Command::Status => Kind::Status,
+            Command::Reset => Kind::Reset,
+            Command::Config => Kind::Config,
+            Command::Lint { .. } => Kind::Lint,
         }
     }
 }
@@ -252,7 +254,7 @@ fn context(cli: &Cli, npd: bool) -> Result<Context, i32> {
         host,
         loaded,
         json: cli.json,
-        command: cli.command.name(),
+        command: cli.command.kind(),
         npd,
         writes: cli.command.writes(),
         started: std::time::Instant::now(),
@@ -278,7 +280,7 @@ fn dispatch(ctx: &Context, command: Command) -> i32 {
             };
             with_containerd(ctx, |cd| verify::run(ctx, cd, flags))
         }
-        Command::Hygiene { dry_run } => with_containerd(ctx, |cd| hygiene::run(ctx, cd, dry_run)),
+        Command::Hygiene { .. } => with_containerd(ctx, |cd| hygiene::run(ctx, cd)),
         Command::Runtime { force } => with_containerd(ctx, |cd| runtime::run(ctx, cd, force)),
         Command::Status => status::run(ctx),
         Command::Reset => reset::run(ctx),
@@ -335,8 +337,7 @@ pub(crate) fn finish(ctx: &Context, mut report: Report) -> Exit {
         if let Err(warning) = metrics {
             report.findings.push(warning);
         }
-        tracing::debug_span!("journal")
-            .in_scope(|| crate::journal::record(&report, &format!("guard {}", ctx.command)));
+        tracing::debug_span!("journal").in_scope(|| crate::journal::record(&report, ctx.command));
     }
     let _span = tracing::debug_span!("output").entered();
     if ctx.json {
@@ -358,6 +359,26 @@ mod tests {
     #[test]
     fn command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn each_subcommand_maps_to_the_command_of_its_name() {
+        use crate::command::Command as Kind;
+        let names: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        assert_eq!(names, Kind::ALL.map(|k| k.as_str()));
+        for kind in Kind::ALL {
+            let lint_root = ["--root", "/"];
+            let extra = if kind == Kind::Lint {
+                &lint_root[..]
+            } else {
+                &[]
+            };
+            let cli = Cli::try_parse_from([&["guard", kind.as_str()][..], extra].concat());
+            assert_eq!(cli.unwrap().command.kind(), kind);
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the restart budget. Exit 0 only when usable; 4 when terminal.
 
 use super::{Context, Exit};
+use crate::command::Command;
 use crate::containerd::config::ContainerdConfig;
 use crate::phases::runtime::{End, Mode, Scope};
 use crate::report::Report;
@@ -17,7 +18,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, force: bool) -> Exit {
         scope,
         ..Mode::RUNTIME
     };
-    match crate::phases::run_runtime(ctx, cd, mode, "guard runtime") {
+    match crate::phases::run_runtime(ctx, cd, mode) {
         Ok(gate) => finish(ctx, Report::new(gate.findings), gate.end),
         Err(e) => super::internal_error(&e),
     }
@@ -25,7 +26,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, force: bool) -> Exit {
 
 pub(crate) fn finish(ctx: &Context, report: Report, end: End) -> Exit {
     let exit = super::finish(ctx, report);
-    let answered = crate::timing::cri_answered().filter(|_| ctx.command == "runtime");
+    let answered = crate::timing::cri_answered().filter(|_| ctx.command == Command::Runtime);
     if let Some(at) = answered {
         // Tells a slow boot's wait for containerd from the gate's own work (docs/fleet.md).
         let after = at.saturating_sub(crate::timing::monotonic() - ctx.started.elapsed());

@@ -18,6 +18,7 @@
 //!
 //! Nothing counts beyond this boot: a file of another boot is dropped whole.
 
+use crate::command::Command;
 use crate::report::{Id, Report, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -67,7 +68,7 @@ impl Kept {
     pub fn update(
         &mut self,
         boot_id: &str,
-        command: &str,
+        command: Command,
         report: &Report,
         run: Run,
         hygiene_covers: &dyn Fn(Id) -> bool,
@@ -86,7 +87,7 @@ impl Kept {
             };
             self.checks.insert(f.id.as_str().to_string(), seen);
         }
-        self.runs.insert(command.to_string(), run);
+        self.runs.insert(command.as_str().to_string(), run);
     }
 
     /// The statuses that still count at `now`: id -> status.

@@ -187,6 +187,7 @@ fn labels(pairs: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::Command;
     use crate::report::{Finding, Id, Report};
     use crate::state::runtime::{Action, Outcome, Record};
 
@@ -210,7 +211,7 @@ mod tests {
         ]);
         kept.update(
             "boot",
-            "runtime",
+            Command::Runtime,
             &report,
             Run {
                 unix: 1700000000,
@@ -295,9 +296,9 @@ mod tests {
     fn a_later_command_keeps_the_earlier_ones_series() {
         let mut kept = Kept::default();
         let volume = Report::new(vec![Finding::pass(Id::VolumeMounted, "ok")]);
-        kept.update("b", "volume", &volume, run(1), &covered);
+        kept.update("b", Command::Volume, &volume, run(1), &covered);
         let runtime = Report::new(vec![Finding::fail(Id::RuntimeCri, "no")]);
-        kept.update("b", "runtime", &runtime, run(2), &covered);
+        kept.update("b", Command::Runtime, &runtime, run(2), &covered);
         let text = render(&kept, None, "v", 3);
         assert!(text.contains("containerd_guard_check{id=\"volume.mounted\",status=\"pass\"} 1"));
         assert!(text.contains("containerd_guard_last_run_timestamp_seconds{command=\"volume\"} 1"));
@@ -311,16 +312,16 @@ mod tests {
             Finding::fail(Id::RuntimeNetwork, "no CNI config"),
             Finding::pass(Id::RuntimeLeakedTasks, "none"),
         ]);
-        kept.update("b", "verify", &verify, run(1000), &covered);
+        kept.update("b", Command::Verify, &verify, run(1000), &covered);
         let hygiene = Report::new(vec![Finding::pass(Id::RuntimeLeakedTasks, "none")]);
-        kept.update("b", "hygiene", &hygiene, run(1120), &covered);
+        kept.update("b", Command::Hygiene, &hygiene, run(1120), &covered);
         assert!(!kept.usable(1120), "hygiene does not look at the network");
         assert!(
             !kept.usable(1000 + 24 * 3600),
             "the network's status counts all boot"
         );
         let again = Report::new(vec![Finding::pass(Id::RuntimeNetwork, "ok")]);
-        kept.update("b", "runtime", &again, run(1200), &covered);
+        kept.update("b", Command::Runtime, &again, run(1200), &covered);
         assert!(
             kept.usable(1200),
             "a later look at the same family replaces it"
@@ -334,7 +335,7 @@ mod tests {
             Finding::pass(Id::VolumeMounted, "ok"),
             Finding::fail(Id::RuntimeOrphans, "pid 7"),
         ]);
-        kept.update("b", "verify", &verify, run(1000), &covered);
+        kept.update("b", Command::Verify, &verify, run(1000), &covered);
         let until = 1000 + 2 * kept::HYGIENE_PERIOD_SECS;
         assert!(!kept.usable(until));
         assert!(
@@ -344,7 +345,7 @@ mod tests {
         let text = render(&kept, None, "v", until + 1);
         assert!(!text.contains("runtime.orphans"), "{text}");
         let next_boot = Report::new(vec![Finding::pass(Id::RuntimeAnswers, "ok")]);
-        kept.update("c", "hygiene", &next_boot, run(2000), &covered);
+        kept.update("c", Command::Hygiene, &next_boot, run(2000), &covered);
         assert_eq!(
             kept.fresh(2000).into_keys().collect::<Vec<_>>(),
             ["runtime.answers"]

@@ -55,9 +55,8 @@ pub fn run_runtime(
     ctx: &Context,
     cd: &ContainerdConfig,
     mode: runtime::Mode,
-    command: &str,
 ) -> Result<runtime::Gate, PhaseError> {
-    run_runtime_with(ctx, cd, mode, command, None)
+    run_runtime_with(ctx, cd, mode, None)
 }
 
 /// Phase 2, given the guard's own mount table, which the caller reads beside it (`guard
@@ -67,7 +66,6 @@ pub fn run_runtime_with(
     ctx: &Context,
     cd: &ContainerdConfig,
     mode: runtime::Mode,
-    command: &str,
     mounts: Option<OwnMounts>,
 ) -> Result<runtime::Gate, PhaseError> {
     // One thread for the reads of the host's files beside the loop (off_the_loop): they
@@ -81,7 +79,7 @@ pub fn run_runtime_with(
     let mut node = runtime::Node::new(&ctx.host, settings, cd)
         .with_own_mounts(mounts)
         .within(mode.deadline);
-    let gate = runtime::run(&mut node, settings, mode, command);
+    let gate = runtime::run(&mut node, settings, mode, ctx.command);
     let Some(deadline) = mode.deadline else {
         return Ok(rt.block_on(gate));
     };
@@ -106,7 +104,7 @@ pub fn publish_metrics(
     use crate::config::Source;
     use crate::report::{Finding, Id};
     let settings = &ctx.loaded.settings;
-    if !matches!(ctx.command, "volume" | "runtime" | "verify" | "hygiene") {
+    if !ctx.command.is_metered() {
         return Ok(());
     }
     let Some(textfile) = &settings.metrics.textfile else {

@@ -23,11 +23,6 @@ const VERIFY_LOOK: facts::Look = facts::Look {
 /// (docs/performance.md).
 pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, End), PhaseError> {
     let settings = &ctx.loaded.settings;
-    let command = match (mode.repair, mode.dry_run) {
-        (true, false) => "guard verify --repair",
-        (true, true) => "guard verify --repair --dry-run",
-        (false, _) => "guard verify",
-    };
     let socket = crate::containerd::config::socket(settings, cd);
     let (send_mounts, mounts) = Later::channel();
     let look = move || {
@@ -41,7 +36,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, 
     };
     let (volume, gate) = std::thread::scope(|s| {
         let volume = s.spawn(look);
-        let gate = super::run_runtime_with(ctx, cd, mode, command, Some(mounts));
+        let gate = super::run_runtime_with(ctx, cd, mode, Some(mounts));
         (volume.join(), gate)
     });
     // (a panic aborts the guard: the join cannot fail)

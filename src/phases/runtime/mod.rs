@@ -27,6 +27,7 @@ mod tests;
 mod world;
 
 pub use crate::checks::Family;
+use crate::command::Command;
 pub use decide::Scope;
 pub use machine::run;
 pub use world::{Node, Target, World};
@@ -79,6 +80,22 @@ impl Mode {
         scope: Scope(&[Family::LeakedTasks, Family::Orphans, Family::SandboxImage]),
         deadline: None,
     };
+
+    /// The command line this run stands for, as the state file's last run and the status
+    /// line name it (`guard verify --repair`, `guard hygiene --dry-run`): only `verify`
+    /// has a `--repair` flag (`runtime` and `hygiene` always repair), and `--dry-run`
+    /// exists only beside repairing.
+    pub fn invocation(&self, command: Command) -> String {
+        let repair = match command == Command::Verify && self.repair {
+            true => " --repair",
+            false => "",
+        };
+        let dry_run = match self.repair && self.dry_run {
+            true => " --dry-run",
+            false => "",
+        };
+        format!("guard {command}{repair}{dry_run}")
+    }
 
     /// Whether this run changes anything (and so takes the repair lock).
     pub fn acts(&self) -> bool {

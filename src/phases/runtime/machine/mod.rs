@@ -18,6 +18,7 @@ use crate::checks::canary::facts::CanaryRun;
 use crate::checks::canary::rules as canary;
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::runtime::rules::{Knobs, SilentFix};
+use crate::command::Command;
 use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::report::{Finding, Id};
@@ -49,7 +50,7 @@ struct Machine<'a, W: World> {
     s: &'a Settings,
     knobs: Knobs,
     mode: Mode,
-    command: &'a str,
+    command: Command,
     /// Boot-clock time when a holding run gives up.
     deadline: Duration,
     /// The checks of the last observation.
@@ -86,8 +87,9 @@ fn permitted(scope: Scope, plan: Plan) -> Plan {
     }
 }
 
-/// Runs phase 2 to its end. `command` names the run in the state file.
-pub async fn run<W: World>(w: &mut W, s: &Settings, mode: Mode, command: &str) -> Gate {
+/// Runs phase 2 to its end. `command` (with `mode`'s flags) names the run in the state
+/// file and the status line.
+pub async fn run<W: World>(w: &mut W, s: &Settings, mode: Mode, command: Command) -> Gate {
     let mut m = Machine::new(w, s, mode, command);
     let mut step = Step::Begin;
     loop {
@@ -108,7 +110,7 @@ pub async fn run<W: World>(w: &mut W, s: &Settings, mode: Mode, command: &str) -
 }
 
 impl<'a, W: World> Machine<'a, W> {
-    fn new(w: &'a mut W, s: &'a Settings, mode: Mode, command: &'a str) -> Self {
+    fn new(w: &'a mut W, s: &'a Settings, mode: Mode, command: Command) -> Self {
         let hold = if mode.hold {
             s.hold.timeout
         } else {
@@ -346,7 +348,8 @@ impl<'a, W: World> Machine<'a, W> {
             // Before the findings are collected: a state file that cannot be saved is
             // reported.
             self.record_outcome(end, &summary).await;
-            self.w.write_status(&format!("{}: {summary}", self.command));
+            let invocation = self.mode.invocation(self.command);
+            self.w.write_status(&format!("{invocation}: {summary}"));
             crate::notify::status(&summary);
         }
         self.unlock();

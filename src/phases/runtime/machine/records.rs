@@ -131,7 +131,7 @@ impl<W: World> Machine<'_, W> {
             self.locked = true;
             self.load_state();
         }
-        let command = self.command.to_string();
+        let command = self.mode.invocation(self.command);
         if let Some(s) = self.state.as_mut() {
             s.last = Some(LastRun {
                 unix: crate::state::unix_now(),

@@ -144,3 +144,29 @@ fn rewording_changes_no_decision() {
         "written and read back, the reworded state means the same"
     );
 }
+
+/// The state file's last run and the status line name the command line as typed: these
+/// bytes predate the typed command and must not change with it.
+#[test]
+fn a_run_is_named_by_its_command_line() {
+    use crate::command::Command;
+    let dry = |mode: Mode| Mode {
+        dry_run: true,
+        ..mode
+    };
+    for (mode, command, line) in [
+        (RUNTIME, Command::Runtime, "guard runtime"),
+        (VERIFY, Command::Verify, "guard verify"),
+        (dry(VERIFY), Command::Verify, "guard verify"),
+        (REPAIR, Command::Verify, "guard verify --repair"),
+        (
+            dry(REPAIR),
+            Command::Verify,
+            "guard verify --repair --dry-run",
+        ),
+        (HYGIENE, Command::Hygiene, "guard hygiene"),
+        (dry(HYGIENE), Command::Hygiene, "guard hygiene --dry-run"),
+    ] {
+        assert_eq!(mode.invocation(command), line);
+    }
+}

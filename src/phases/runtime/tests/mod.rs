@@ -387,7 +387,7 @@ fn go(w: &mut Fake, s: &Settings, mode: Mode) -> (Vec<Finding>, End) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let gate = rt.block_on(run(w, s, mode, "guard runtime"));
+    let gate = rt.block_on(run(w, s, mode, crate::command::Command::Runtime));
     assert!(!w.locked, "the repair lock outlived the run");
     assert_eq!(w.slept_locked, 0, "slept while holding the repair lock");
     (gate.findings, gate.end)
