@@ -17,7 +17,8 @@
 //! - [`context`] is what every command runs against (host, settings), resolved once by
 //!   [`cli`] and read by [`phases`].
 //!
-//! - [`command`] names the guard's commands once, for everything that writes one.
+//! - [`command`] names the guard's commands once, for everything that writes one;
+//!   [`exit`] defines their exit codes once.
 //!
 //! Imports go down only, in the order of [`LAYERS`] (utilities, `host`, `config`,
 //! `containerd`, `report`, `state`, `metrics`/`journal`, `checks`, `lint`, `remedies`, `context`,
@@ -38,6 +39,7 @@ pub mod config;
 pub mod containerd;
 #[cfg(feature = "grpc")]
 pub mod context;
+pub mod exit;
 pub mod host;
 pub mod journal;
 #[cfg(feature = "grpc")]
@@ -57,7 +59,7 @@ pub mod timing;
 /// itself), so no import loop can form. `layering` (below) reads every source file and
 /// fails on an import that reaches up or sideways.
 pub const LAYERS: &[&[&str]] = &[
-    &["backoff", "timing", "notify", "signals", "command"],
+    &["backoff", "timing", "notify", "signals", "command", "exit"],
     &["host"],
     &["config"],
     &["containerd"],

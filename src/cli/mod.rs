@@ -18,27 +18,12 @@ mod writes;
 use crate::config::ConfigError;
 use crate::containerd::config::ContainerdConfig;
 pub use crate::context::Context;
+pub use crate::exit::Exit;
 use crate::host::Host;
 use crate::report::{Report, Verdict};
 use crate::state::StateDir;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-
-/// Exit codes are a contract with systemd units and scripts: distinct per class, so that
-/// `Restart=`/`RestartPreventExitStatus=` can tell a fault from a spent budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// The node is usable as far as checked.
-    Usable = 0,
-    /// A required check failed.
-    CheckFailed = 1,
-    /// The command line was wrong.
-    Usage = 2,
-    /// A configuration file was wrong; nothing else was done.
-    Config = 3,
-    /// The restart budget is spent; the guard will not act again this boot.
-    Terminal = 4,
-}
 
 const EXIT_CODES_HELP: &str = "\
 Exit codes:
@@ -217,7 +202,7 @@ fn run() -> i32 {
             return if e.use_stderr() {
                 Exit::Usage as i32
             } else {
-                0
+                Exit::Usable as i32
             };
         }
     };
@@ -384,14 +369,12 @@ mod tests {
     #[test]
     fn help_documents_every_exit_code_and_fits_a_terminal() {
         let help = Cli::command().render_long_help().to_string();
-        for code in [
-            "0  the node is usable",
-            "1  a required check",
-            "2  usage",
-            "3  configuration",
-            "4  terminal",
-        ] {
-            assert!(help.contains(code), "help lacks {code:?}:\n{help}");
+        for exit in Exit::ALL {
+            let listed = format!("  {}  ", exit.code());
+            assert!(
+                help.lines().any(|l| l.starts_with(&listed)),
+                "help lacks exit code {exit:?}:\n{help}"
+            );
         }
         for line in help.lines() {
             assert!(line.chars().count() <= 100, "help line too wide: {line:?}");

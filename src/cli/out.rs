@@ -3,7 +3,7 @@
 //! std's `println!` panics on it (with `panic = "abort"`: a core dump where
 //! systemd-coredump runs). The work is done and its state written before anything is
 //! printed, so a closed pipe only drops output: the rest is skipped and the guard exits
-//! [`PIPE_CLOSED_EXIT`].
+//! [`Exit::PipeClosed`].
 //!
 //! The same holds for stderr (`guard verify 2>&1 | head -c1` closes both): a line that
 //! cannot be written there is dropped, since nowhere is left to say it.
@@ -11,12 +11,9 @@
 //! `println!`, `print!`, `eprintln!` and `eprint!` are shadowed for every module of `cli`
 //! (declared before them), so no print there, now or later, can take the std path.
 
+use crate::exit::Exit;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// The conventional exit of a command whose output pipe closed (128 + SIGPIPE), as a
-/// shell reports one killed by the signal: `set -o pipefail` scripts see the output lost.
-pub const PIPE_CLOSED_EXIT: i32 = 141;
 
 /// The reader of stdout went away.
 static CLOSED: AtomicBool = AtomicBool::new(false);
@@ -48,11 +45,11 @@ pub fn write_err(args: std::fmt::Arguments<'_>) {
     let _ = stderr.write_fmt(args).and_then(|()| stderr.flush());
 }
 
-/// The command's exit code, or [`PIPE_CLOSED_EXIT`] when the reader of stdout went away
+/// The command's exit code, or [`Exit::PipeClosed`] when the reader of stdout went away
 /// and some output was lost.
 pub fn unless_closed(exit: i32) -> i32 {
     match CLOSED.load(Ordering::Relaxed) {
-        true => PIPE_CLOSED_EXIT,
+        true => Exit::PipeClosed.code(),
         false => exit,
     }
 }

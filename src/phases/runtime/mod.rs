@@ -28,6 +28,7 @@ mod world;
 
 pub use crate::checks::Family;
 use crate::command::Command;
+use crate::exit::Exit;
 pub use decide::Scope;
 pub use machine::run;
 pub use world::{Node, Target, World};
@@ -111,12 +112,12 @@ pub enum End {
 }
 
 impl End {
-    /// The documented exit code for this end.
-    pub fn exit_code(self) -> i32 {
+    /// The documented exit for this end.
+    pub fn exit(self) -> Exit {
         match self {
-            End::Usable => 0,
-            End::Unusable => 1,
-            End::Terminal => 4,
+            End::Usable => Exit::Usable,
+            End::Unusable => Exit::CheckFailed,
+            End::Terminal => Exit::Terminal,
         }
     }
 }

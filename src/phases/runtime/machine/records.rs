@@ -136,7 +136,7 @@ impl<W: World> Machine<'_, W> {
             s.last = Some(LastRun {
                 unix: crate::state::unix_now(),
                 command,
-                exit: end.exit_code(),
+                exit: end.exit().code(),
                 summary: summary.to_string(),
             });
             let _ = self.save();
