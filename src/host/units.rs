@@ -155,6 +155,16 @@ impl Budget {
     }
 }
 
+/// systemd.service(5)'s prefixes of an `Exec*=` command: `-` (failure ignored), `@` (the
+/// next word is argv[0]), `:` (no `$VAR` expansion), `+`, `!`, `!!` (privileges).
+const EXEC_PREFIXES: &[char] = &['-', '@', ':', '+', '!'];
+
+/// The prefix characters of an `Exec*=` command line, and the rest.
+pub fn exec_prefix(line: &str) -> (&str, &str) {
+    let rest = line.trim_start_matches(EXEC_PREFIXES);
+    (&line[..line.len() - rest.len()], rest)
+}
+
 /// Loads `name` from an OS tree; `Ok(None)` when no file or drop-in names it.
 pub fn load(tree: &Tree, name: &str) -> Result<Option<Unit>, String> {
     load_within(tree, name, &mut Budget::new(u64::MAX, usize::MAX))

@@ -3,7 +3,7 @@
 //! assignment; each assignment may name several units. Pure helpers for the rules.
 
 use crate::host::fstab;
-use crate::host::units::{Assignment, Unit};
+use crate::host::units::{exec_prefix, Assignment, Unit};
 use std::path::Path;
 
 /// The names in a unit's effective `[Unit] KEY=` lists, each with the line that set it.
@@ -41,16 +41,6 @@ pub fn guard_exec<'a>(unit: &'a Unit, subcommand: &str) -> Option<&'a Assignment
 /// [`guard_exec`] when its failure holds the unit (no `-` prefix).
 pub fn holding_gate<'a>(unit: &'a Unit, subcommand: &str) -> Option<&'a Assignment> {
     guard_exec(unit, subcommand).filter(|a| !exec_prefix(&a.value).0.contains('-'))
-}
-
-/// systemd.service(5)'s prefixes of an `Exec*=` command: `-` (failure ignored), `@` (the
-/// next word is argv[0]), `:` (no `$VAR` expansion), `+`, `!`, `!!` (privileges).
-const EXEC_PREFIXES: &[char] = &['-', '@', ':', '+', '!'];
-
-/// The prefix characters of a command line, and the rest.
-pub fn exec_prefix(line: &str) -> (&str, &str) {
-    let rest = line.trim_start_matches(EXEC_PREFIXES);
-    (&line[..line.len() - rest.len()], rest)
 }
 
 /// A `:` prefix (no `$VAR` expansion) on a command whose words hold a `$`: systemd

@@ -6,7 +6,7 @@ use super::facts::{Image, Loaded};
 use super::order::{self, MountDecl};
 use super::timeouts;
 use crate::checks::kill_mode;
-use crate::host::units::Unit;
+use crate::host::units::{self, Unit};
 use crate::report::{Finding, Id, Status};
 
 const CONTAINERD_DROPIN: &str = "containerd.service.d/10-containerd-guard.conf";
@@ -65,7 +65,7 @@ pub(super) fn gate(
     failing: &str,
 ) -> Finding {
     match order::guard_exec(unit, subcommand) {
-        Some(a) if order::exec_prefix(&a.value).0.contains('-') => Finding::fail(
+        Some(a) if units::exec_prefix(&a.value).0.contains('-') => Finding::fail(
             id,
             format!(
                 "the `-` prefix makes systemd ignore the failure of `{}`: the gate never holds {}",

@@ -64,10 +64,7 @@ pub fn of(unit: &Unit) -> UnitFacts {
         .flat_map(|key| unit.list("Service", key))
         .map(|a| Exec {
             key: a.key.clone(),
-            argv: a
-                .value
-                .trim_start_matches(['-', '@', ':', '+', '!'])
-                .to_string(),
+            argv: units::exec_prefix(&a.value).1.to_string(),
             place: a.place(),
         })
         .collect();

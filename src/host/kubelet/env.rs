@@ -170,8 +170,8 @@ pub fn assignments(line: &str) -> Vec<(String, String)> {
 /// The argv an `ExecStart=` line gives its program (the prefixes `-@:+!` dropped; with
 /// `:` nothing is expanded), with `env`'s variables replaced.
 pub fn command_line(line: &str, env: &BTreeMap<String, String>) -> Vec<String> {
-    let rest = line.trim_start_matches(['-', '@', ':', '+', '!']);
-    let expand = !line[..line.len() - rest.len()].contains(':');
+    let (prefix, rest) = crate::host::units::exec_prefix(line);
+    let expand = !prefix.contains(':');
     let mut argv = Vec::new();
     for word in words(rest) {
         if !expand {
