@@ -34,7 +34,19 @@ pub struct ContainerdConfig {
     pub sandbox_image: String,
     /// Which key named the sandbox image, for evidence lines.
     pub sandbox_image_key: &'static str,
+    /// The snapshotter the sandbox is unpacked into: its runtime's own
+    /// (`runtimes.<name>.snapshotter`, containerd 1.7 and later) if set, else CRI's.
     pub snapshotter: String,
+    /// Which key named the snapshotter, for evidence lines.
+    pub snapshotter_key: String,
+    /// The snapshotter is a proxy plugin (`[proxy_plugins.NAME] type = "snapshot"`): a
+    /// remote snapshotter (stargz, SOCI), which may unpack an image lazily.
+    pub remote_snapshotter: bool,
+    /// `discard_unpacked_layers = true`: containerd deletes an image's layer blobs once it
+    /// is unpacked, so a healthy image may lack them.
+    pub discard_unpacked_layers: bool,
+    /// The runtime CRI runs pod sandboxes with (`default_runtime_name`; runc if unset).
+    pub sandbox_runtime: String,
     /// CRI's default runtime uses the systemd cgroup driver (`SystemdCgroup = true`): pod
     /// cgroup parents are then slices.
     pub systemd_cgroup: bool,
@@ -51,6 +63,10 @@ impl ContainerdConfig {
             sandbox_image: DEFAULT_SANDBOX_V2.into(),
             sandbox_image_key: "(containerd default)",
             snapshotter: DEFAULT_SNAPSHOTTER.into(),
+            snapshotter_key: "(containerd default)".into(),
+            remote_snapshotter: false,
+            discard_unpacked_layers: false,
+            sandbox_runtime: "runc".into(),
             systemd_cgroup: false,
         }
     }
@@ -193,19 +209,10 @@ fn from_table(table: &toml::Table) -> Result<ContainerdConfig, String> {
     if let Some(address) = get_str(table, &["grpc", "address"])? {
         c.address = absolute("grpc.address", address)?;
     }
-    let (image_path, snap_path): (&[&str], &[&str]) = match version {
-        1 => (
-            &["plugins", "cri", "sandbox_image"],
-            &["plugins", "cri", "containerd", "snapshotter"],
-        ),
-        2 => (
-            &["plugins", CRI_V2, "sandbox_image"],
-            &["plugins", CRI_V2, "containerd", "snapshotter"],
-        ),
-        _ => (
-            &["plugins", CRI_IMAGES_V3, "pinned_images", "sandbox"],
-            &["plugins", CRI_IMAGES_V3, "snapshotter"],
-        ),
+    let image_path: &[&str] = match version {
+        1 => &["plugins", "cri", "sandbox_image"],
+        2 => &["plugins", CRI_V2, "sandbox_image"],
+        _ => &["plugins", CRI_IMAGES_V3, "pinned_images", "sandbox"],
     };
     if version == 3 {
         c.sandbox_image = DEFAULT_SANDBOX_V3.into();
@@ -218,20 +225,60 @@ fn from_table(table: &toml::Table) -> Result<ContainerdConfig, String> {
             _ => "plugins.\"io.containerd.cri.v1.images\".pinned_images.sandbox",
         };
     }
-    if let Some(snapshotter) = get_str(table, snap_path)? {
-        c.snapshotter = snapshotter.to_string();
-    }
+    images(table, version, &mut c)?;
     c.systemd_cgroup = systemd_cgroup(table, version)?;
     Ok(c)
 }
 
-/// `SystemdCgroup` of the default runtime's options (runc's: `default_runtime_name`).
-fn systemd_cgroup(table: &toml::Table, version: i64) -> Result<bool, String> {
-    let containerd: &[&str] = match version {
+/// CRI's `containerd` table, where the runtimes are (version 3 moved it to the runtime
+/// plugin).
+fn runtimes_table(version: i64) -> &'static [&'static str] {
+    match version {
         1 => &["plugins", "cri", "containerd"],
         2 => &["plugins", CRI_V2, "containerd"],
         _ => &["plugins", CRI_RUNTIME_V3, "containerd"],
+    }
+}
+
+/// The table of CRI's image settings (`snapshotter`, `discard_unpacked_layers`).
+fn images_table(version: i64) -> &'static [&'static str] {
+    match version {
+        1 | 2 => runtimes_table(version),
+        _ => &["plugins", CRI_IMAGES_V3],
+    }
+}
+
+/// The sandbox's runtime and snapshotter, and whether unpacked layers are discarded.
+fn images(table: &toml::Table, version: i64, c: &mut ContainerdConfig) -> Result<(), String> {
+    let runtimes = runtimes_table(version);
+    let images = images_table(version);
+    let key = |path: &[&str]| -> String {
+        let quoted = path.iter().map(|p| match p.contains('.') {
+            true => format!("\"{p}\""),
+            false => p.to_string(),
+        });
+        quoted.collect::<Vec<_>>().join(".")
     };
+    let name_path = [runtimes, &["default_runtime_name"]].concat();
+    c.sandbox_runtime = get_str(table, &name_path)?.unwrap_or("runc").to_string();
+    let cri = [images, &["snapshotter"]].concat();
+    let own = [runtimes, &["runtimes", &c.sandbox_runtime, "snapshotter"]].concat();
+    for path in [cri, own] {
+        if let Some(s) = get_str(table, &path)?.filter(|s| !s.is_empty()) {
+            c.snapshotter = s.to_string();
+            c.snapshotter_key = key(&path);
+        }
+    }
+    let discard = [images, &["discard_unpacked_layers"]].concat();
+    c.discard_unpacked_layers = get_bool(table, &discard)?.unwrap_or(false);
+    let proxy = ["proxy_plugins", c.snapshotter.as_str(), "type"];
+    c.remote_snapshotter = get_str(table, &proxy)? == Some("snapshot");
+    Ok(())
+}
+
+/// `SystemdCgroup` of the default runtime's options (runc's: `default_runtime_name`).
+fn systemd_cgroup(table: &toml::Table, version: i64) -> Result<bool, String> {
+    let containerd = runtimes_table(version);
     let name_path = [containerd, &["default_runtime_name"]].concat();
     let name = get_str(table, &name_path)?.unwrap_or("runc");
     let path = [containerd, &["runtimes", name, "options", "SystemdCgroup"]].concat();
@@ -249,24 +296,44 @@ fn systemd_cgroup(table: &toml::Table, version: i64) -> Result<bool, String> {
     }
 }
 
-fn get_str<'a>(table: &'a toml::Table, path: &[&str]) -> Result<Option<&'a str>, String> {
+fn get_bool(table: &toml::Table, path: &[&str]) -> Result<Option<bool>, String> {
+    let (last, parents) = path.split_last().expect("a key path is never empty");
+    let Some(value) = get_value(table, parents, last)? else {
+        return Ok(None);
+    };
+    value
+        .as_bool()
+        .map(Some)
+        .ok_or_else(|| format!("key `{}` must be true or false", path.join(".")))
+}
+
+/// The value at `parents.last`, `None` where any part is absent.
+fn get_value<'a>(
+    table: &'a toml::Table,
+    parents: &[&str],
+    last: &str,
+) -> Result<Option<&'a Value>, String> {
     let mut current = table;
-    for (i, part) in path.iter().enumerate() {
+    for (i, part) in parents.iter().enumerate() {
         let Some(value) = current.get(*part) else {
             return Ok(None);
         };
-        let dotted = path[..=i].join(".");
-        if i + 1 == path.len() {
-            return value
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| format!("key `{dotted}` must be a string"));
-        }
         current = value
             .as_table()
-            .ok_or_else(|| format!("key `{dotted}` must be a table"))?;
+            .ok_or_else(|| format!("key `{}` must be a table", parents[..=i].join(".")))?;
     }
-    Ok(None)
+    Ok(current.get(last))
+}
+
+fn get_str<'a>(table: &'a toml::Table, path: &[&str]) -> Result<Option<&'a str>, String> {
+    let (last, parents) = path.split_last().expect("a key path is never empty");
+    let Some(value) = get_value(table, parents, last)? else {
+        return Ok(None);
+    };
+    value
+        .as_str()
+        .map(Some)
+        .ok_or_else(|| format!("key `{}` must be a string", path.join(".")))
 }
 
 fn absolute(key: &str, text: &str) -> Result<PathBuf, String> {
@@ -278,92 +345,4 @@ fn absolute(key: &str, text: &str) -> Result<PathBuf, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fixture(name: &str) -> String {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/containerd")
-            .join(name);
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-    }
-
-    #[test]
-    fn debian_package_config_uses_containerd_defaults() {
-        // The file Debian's containerd package ships: everything commented out.
-        let c = parse(&fixture("debian-1.6-default.toml")).unwrap();
-        assert_eq!(c.version, 2);
-        assert_eq!(c.sandbox_image_key, "(containerd default)");
-        assert_eq!(c.root, Path::new(DEFAULT_ROOT));
-        assert_eq!(c.sandbox_image, DEFAULT_SANDBOX_V2);
-    }
-
-    #[test]
-    fn version_2_as_written_by_containerd_config_default() {
-        let c = parse(&fixture("v2-tkgs.toml")).unwrap();
-        assert_eq!(c.version, 2);
-        assert_eq!(c.root, Path::new("/var/lib/containerd"));
-        assert_eq!(c.state, Path::new("/run/containerd"));
-        assert_eq!(c.address, Path::new("/run/containerd/containerd.sock"));
-        assert_eq!(c.sandbox_image, "localhost:5000/vmware.io/pause:3.4.1");
-        assert_eq!(c.snapshotter, "overlayfs");
-        assert!(c.sandbox_image_key.contains("io.containerd.grpc.v1.cri"));
-    }
-
-    #[test]
-    fn version_3_pinned_sandbox_image() {
-        let c = parse(&fixture("v3-custom-root.toml")).unwrap();
-        assert_eq!(c.version, 3);
-        assert_eq!(c.root, Path::new("/mnt/eph/containerd"));
-        assert_eq!(c.address, Path::new("/run/k8s/containerd.sock"));
-        assert_eq!(c.sandbox_image, "registry.k8s.io/pause:3.10");
-        assert_eq!(c.snapshotter, "native");
-    }
-
-    #[test]
-    fn the_default_runtimes_cgroup_driver() {
-        assert!(!parse("version = 2\n").unwrap().systemd_cgroup);
-        let v2 = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\nSystemdCgroup = true\n";
-        assert!(parse(v2).unwrap().systemd_cgroup);
-        // another default runtime: its options count, not runc's
-        let other = format!("{v2}[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"crun\"\n");
-        assert!(!parse(&other).unwrap().systemd_cgroup);
-        let v3 = "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\nSystemdCgroup = true\n";
-        assert!(parse(v3).unwrap().systemd_cgroup);
-        let bad = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\nSystemdCgroup = \"yes\"\n";
-        assert!(parse(bad).unwrap_err().contains("SystemdCgroup"));
-    }
-
-    #[test]
-    fn version_3_without_pin_uses_its_own_default() {
-        let c = parse("version = 3\n").unwrap();
-        assert_eq!(c.sandbox_image, DEFAULT_SANDBOX_V3);
-    }
-
-    #[test]
-    fn missing_file_means_defaults() {
-        let c = load(Path::new("/nonexistent/containerd/config.toml")).unwrap();
-        assert_eq!(c, ContainerdConfig::defaults());
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        for (text, want) in [
-            ("version = 7", "key `version`"),
-            ("version = 2\nroot = 5", "key `root` must be a string"),
-            (
-                "version = 2\nroot = \"var/lib\"",
-                "key `root`: \"var/lib\" is not an absolute path",
-            ),
-            (
-                "version = 2\n[grpc]\naddress = true",
-                "key `grpc.address` must be a string",
-            ),
-            ("version = 2\nplugins = 1", "key `plugins` must be a table"),
-            ("version = = 2", "not valid TOML"),
-        ] {
-            let err = parse(text).unwrap_err();
-            assert!(err.contains(want), "{text:?} gave {err:?}, want {want:?}");
-        }
-    }
-}
+mod tests;
