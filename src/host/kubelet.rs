@@ -15,11 +15,14 @@ use crate::host::units;
 use crate::host::Host;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use yaml_rust2::parser::{Event, Parser};
 
+pub mod contract;
 pub mod env;
+pub mod flags;
 #[cfg(test)]
 mod tests;
+pub mod version;
+pub mod yaml;
 
 /// Where kubeadm writes it, and kubelet's packages point to.
 pub const DEFAULT_CONFIG: &str = "/var/lib/kubelet/config.yaml";
@@ -118,73 +121,68 @@ pub fn read(host: &Host, configured: Option<&Path>) -> Result<Option<Eviction>, 
     Ok(Some(eviction))
 }
 
-/// The settings kubelet's unit gives it on its command line.
+/// kubelet's contract with the runtime, from its configuration file (where [`read`] finds
+/// it) and its unit's flags. A file that does not exist yet (a first boot before kubeadm
+/// writes it) leaves the flags alone; one that cannot be read or parsed is an error that
+/// names it.
+pub fn read_contract(host: &Host, configured: Option<&Path>) -> Result<contract::Contract, String> {
+    let flags = node_flags(host);
+    let file = configured
+        .map(Path::to_path_buf)
+        .or_else(|| flags.get("config").map(|f| PathBuf::from(&f.value)))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+    let settings = match read_bounded(&host.os_file(&file), CONFIG_CAP, Links::Follow) {
+        Ok(bytes) => Some(
+            yaml::parse_file(&String::from_utf8_lossy(&bytes))
+                .map_err(|e| format!("{}: {e}", file.display()))?,
+        ),
+        Err(ReadError::Io(_, std::io::ErrorKind::NotFound)) => None,
+        Err(ReadError::Refused(why) | ReadError::Io(why, _)) => return Err(why),
+    };
+    let name = file.display().to_string();
+    let file = settings.as_ref().map(|s| (name.as_str(), s));
+    Ok(contract::contract(file, &flags))
+}
+
+/// The eviction settings kubelet's unit gives it on its command line.
 #[derive(Debug, Default)]
-struct Flags {
+struct EvictionFlags {
     unit: String,
     config: Option<PathBuf>,
     hard: Option<BTreeMap<String, String>>,
     soft: Option<BTreeMap<String, String>>,
 }
 
-impl Flags {
+impl EvictionFlags {
     /// Sets no eviction threshold (a `--config` alone does not).
     fn no_thresholds(&self) -> bool {
         self.hard.is_none() && self.soft.is_none()
     }
 }
 
-/// `--config`, `--eviction-hard` and `--eviction-soft` on kubelet's command line, as
-/// systemd builds it from kubelet.service's `ExecStart=`, `Environment=` and
-/// `EnvironmentFile=` (kubeadm puts the flags in variables there): [`env`].
-fn unit_flags(host: &Host) -> Flags {
-    let name = "kubelet.service";
-    let mut flags = Flags {
-        unit: name.to_string(),
-        ..Flags::default()
-    };
-    let Some(unit) = host
+/// `--config`, `--eviction-hard` and `--eviction-soft` on kubelet's command line.
+fn unit_flags(host: &Host) -> EvictionFlags {
+    let flags = node_flags(host);
+    EvictionFlags {
+        unit: "kubelet.service".to_string(),
+        config: flags.get("config").map(|f| PathBuf::from(&f.value)),
+        hard: flags.get("eviction-hard").map(|f| signal_list(&f.value)),
+        soft: flags.get("eviction-soft").map(|f| signal_list(&f.value)),
+    }
+}
+
+/// kubelet's flags as this node's kubelet.service gives them (none without the unit).
+pub fn node_flags(host: &Host) -> flags::Flags {
+    let unit = host
         .os_tree()
         .ok()
-        .and_then(|t| units::load(&t, name).ok().flatten())
-    else {
-        return flags;
+        .and_then(|t| units::load(&t, "kubelet.service").ok().flatten());
+    let read_env = |path: &str| {
+        let bytes = read_bounded(&host.os_file(path), ENV_FILE_CAP, Links::Follow).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
     };
-    let mut vars = BTreeMap::new();
-    for a in unit.list("Service", "Environment") {
-        vars.extend(env::assignments(&a.value));
-    }
-    // the files override Environment=, a later file an earlier one; `-`: may be missing
-    for a in unit.list("Service", "EnvironmentFile") {
-        let path = a.value.trim_start_matches('-');
-        if let Ok(bytes) = read_bounded(&host.os_file(path), ENV_FILE_CAP, Links::Follow) {
-            vars.extend(env::parse_file(&String::from_utf8_lossy(&bytes)));
-        }
-    }
-    let Some(exec) = unit.list("Service", "ExecStart").last().copied() else {
-        return flags;
-    };
-    let argv = env::command_line(&exec.value, &vars);
-    let mut words = argv.iter().skip(1).map(String::as_str).peekable();
-    while let Some(word) = words.next() {
-        let Some(flag) = word.strip_prefix("--") else {
-            continue;
-        };
-        let (name, value) = match flag.split_once('=') {
-            Some((name, value)) => (name, value.to_string()),
-            None => {
-                let value = words.next_if(|next| !next.starts_with("--"));
-                (flag, value.unwrap_or_default().to_string())
-            }
-        };
-        match name {
-            "config" => flags.config = Some(PathBuf::from(value)),
-            "eviction-hard" => flags.hard = Some(signal_list(&value)),
-            "eviction-soft" => flags.soft = Some(signal_list(&value)),
-            _ => {}
-        }
-    }
-    flags
+    unit.map(|u| flags::from_unit(&u, read_env))
+        .unwrap_or_default()
 }
 
 /// `imagefs.available<15%,memory.available<100Mi` as a map.
@@ -198,84 +196,5 @@ fn signal_list(value: &str) -> BTreeMap<String, String> {
 
 /// The eviction settings of a kubelet configuration file.
 pub fn parse(text: &str) -> Result<Eviction, String> {
-    let mut events = Parser::new_from_str(text);
-    let mut next = move || -> Result<Event, String> {
-        events
-            .next_token()
-            .map(|(e, _)| e)
-            .map_err(|e| format!("not YAML: {e}"))
-    };
-    let mut out = Eviction::default();
-    // the first document's top-level mapping
-    loop {
-        match next()? {
-            Event::MappingStart(..) => break,
-            Event::StreamEnd => return Ok(out),
-            Event::StreamStart | Event::DocumentStart => {}
-            _ => return Err("not a mapping of settings at the top".into()),
-        }
-    }
-    loop {
-        let key = match next()? {
-            Event::MappingEnd => return Ok(out),
-            Event::Scalar(key, ..) => key,
-            _ => return Err("a top-level key that is not a plain name".into()),
-        };
-        match key.as_str() {
-            "evictionHard" => out.hard = Some(string_map(&mut next, &key)?),
-            "evictionSoft" => out.soft = Some(string_map(&mut next, &key)?),
-            "mergeDefaultEvictionSettings" => match next()? {
-                Event::Scalar(v, ..) => out.merge_defaults = v == "true",
-                _ => return Err(format!("{key}: not true or false")),
-            },
-            _ => skip_value(&mut next)?,
-        }
-    }
-}
-
-/// A mapping of plain scalars (`imagefs.available: "15%"`); an empty value (`evictionHard:`)
-/// is an empty map, as kubelet reads it.
-fn string_map(
-    next: &mut impl FnMut() -> Result<Event, String>,
-    key: &str,
-) -> Result<BTreeMap<String, String>, String> {
-    let mut map = BTreeMap::new();
-    match next()? {
-        Event::MappingStart(..) => {}
-        Event::Scalar(v, ..) if v.is_empty() || v == "null" || v == "~" => return Ok(map),
-        _ => return Err(format!("{key}: not a mapping of signals to thresholds")),
-    }
-    loop {
-        let signal = match next()? {
-            Event::MappingEnd => return Ok(map),
-            Event::Scalar(s, ..) => s,
-            _ => return Err(format!("{key}: a signal that is not a plain name")),
-        };
-        match next()? {
-            Event::Scalar(v, ..) => map.insert(signal, v),
-            _ => {
-                return Err(format!(
-                    "{key}.{signal}: not a plain value (an alias or a list)"
-                ))
-            }
-        };
-    }
-}
-
-/// Skips one value (a scalar, an alias, or a whole sequence or mapping).
-fn skip_value(next: &mut impl FnMut() -> Result<Event, String>) -> Result<(), String> {
-    let mut depth = 0usize;
-    loop {
-        match next()? {
-            Event::MappingStart(..) | Event::SequenceStart(..) => depth += 1,
-            Event::MappingEnd | Event::SequenceEnd => depth = depth.saturating_sub(1),
-            Event::StreamEnd | Event::DocumentEnd => {
-                return Err("the document ends inside a value".into())
-            }
-            _ => {}
-        }
-        if depth == 0 {
-            return Ok(());
-        }
-    }
+    yaml::parse_file(text).map(|f| f.eviction)
 }

@@ -211,3 +211,81 @@ fn kubelets_environment_files_are_read_as_systemd_reads_them() {
     ]);
     assert_eq!(read(&host, None).unwrap().unwrap().hard, None);
 }
+
+#[test]
+fn each_flag_is_placed_where_an_operator_set_it() {
+    let (_t, host) = node(&[
+        (KUBEADM_DROPIN, "10-kubeadm.conf"),
+        (
+            "/var/lib/kubelet/kubeadm-flags.env",
+            "# kubeadm\nKUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/k3s/containerd/containerd.sock --pod-infra-container-image registry.k8s.io/pause:3.10\"\n",
+        ),
+    ]);
+    let flags = node_flags(&host);
+    assert_eq!(flags.binary.as_deref(), Some("/usr/bin/kubelet"));
+    let endpoint = flags.get("container-runtime-endpoint").unwrap();
+    assert_eq!(endpoint.value, "unix:///run/k3s/containerd/containerd.sock");
+    assert_eq!(endpoint.at, "/var/lib/kubelet/kubeadm-flags.env:2");
+    let infra = flags.get("pod-infra-container-image").unwrap();
+    assert_eq!(infra.value, "registry.k8s.io/pause:3.10");
+    let config = flags.get("config").unwrap();
+    assert_eq!(config.at, format!("{KUBEADM_DROPIN}:4"));
+}
+
+#[test]
+fn the_files_contract_settings_are_read_with_their_lines() {
+    let text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+                cgroupDriver: systemd\ncontainerRuntimeEndpoint: unix:///run/other.sock\n\
+                featureGates:\n  KubeletCgroupDriverFromCRI: true\nfailCgroupV1: false\n\
+                evictionHard:\n  imagefs.available: 10%\n";
+    let f = yaml::parse_file(text).unwrap();
+    let at = |k: &str| f.plain.get(k).map(|l| (l.value.as_str(), l.line));
+    assert_eq!(at("cgroupDriver"), Some(("systemd", 3)));
+    assert_eq!(
+        at("containerRuntimeEndpoint"),
+        Some(("unix:///run/other.sock", 4))
+    );
+    assert_eq!(at("failCgroupV1"), Some(("false", 7)));
+    let gate = &f.feature_gates["KubeletCgroupDriverFromCRI"];
+    assert_eq!((gate.value.as_str(), gate.line), ("true", 6));
+    assert_eq!(f.eviction.hard.unwrap()["imagefs.available"], "10%");
+    let bad = yaml::parse_file("cgroupDriver: [systemd]\n").unwrap_err();
+    assert!(bad.contains("cgroupDriver: not a plain value"), "{bad}");
+}
+
+#[test]
+fn the_contract_takes_a_flag_over_the_file_and_names_both() {
+    let (_t, host) = node(&[
+        (KUBEADM_DROPIN, "10-kubeadm.conf"),
+        (
+            "/var/lib/kubelet/config.yaml",
+            "kind: KubeletConfiguration\ncgroupDriver: systemd\n\
+             containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n",
+        ),
+        (
+            "/etc/default/kubelet",
+            "KUBELET_EXTRA_ARGS=--cgroup-driver=cgroupfs --feature-gates=A=true,KubeletCgroupDriverFromCRI=false\n",
+        ),
+    ]);
+    let c = read_contract(&host, None).unwrap();
+    let driver = c.cgroup_driver.unwrap();
+    assert_eq!(
+        (driver.value.as_str(), driver.at.as_str()),
+        ("cgroupfs", "/etc/default/kubelet:1")
+    );
+    let endpoint = c.runtime_endpoint.unwrap();
+    assert_eq!(endpoint.at, "/var/lib/kubelet/config.yaml:3");
+    assert_eq!(
+        contract::socket_path(&endpoint.value),
+        Some("/run/containerd/containerd.sock")
+    );
+    assert_eq!(c.driver_from_cri_gate.unwrap().value, "false");
+    assert_eq!(c.binary.as_deref(), Some("/usr/bin/kubelet"));
+    // a config that is not YAML is an error naming the file
+    let (_t, host) = node(&[("/var/lib/kubelet/config.yaml", "a: [\n")]);
+    let e = read_contract(&host, None).unwrap_err();
+    assert!(
+        e.starts_with("/var/lib/kubelet/config.yaml: not YAML"),
+        "{e}"
+    );
+}
