@@ -31,10 +31,8 @@ fn image(tag: &str) -> String {
 trait InputsNode {
     /// A good OCI archive of the sandbox image, root's, 0644.
     fn archive(&self) -> PathBuf;
-    /// The guard's whole config: this tree's containerd, `restart`, `extra`, the metrics
-    /// textfile in this tree unless `extra` has `[metrics]` (`TempRoot::with_metrics_in_tree`).
-    fn config_text(&self, restart: &Path, extra: &str) -> String;
-    /// The same with the restart program, written as the guard's config file.
+    /// The guard's whole config ([`Node::config_text`]) with the restart program, written
+    /// as the guard's config file.
     fn config_with(&self, extra: &str) -> PathBuf;
     /// Nothing was done: no restart, the same containerd, no state written, no content
     /// lost.
@@ -46,16 +44,6 @@ impl InputsNode for Node {
         let p = self.oci_archive(false);
         chmod(&p, 0o644);
         p
-    }
-
-    fn config_text(&self, restart: &Path, extra: &str) -> String {
-        format!(
-            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{}\n",
-            self.t.guard_state_dir().display(),
-            self.t.containerd_config().display(),
-            restart.display(),
-            self.t.with_metrics_in_tree(extra)
-        )
     }
 
     fn config_with(&self, extra: &str) -> PathBuf {
@@ -342,11 +330,11 @@ fn config_fragment_symlink_loop_exits_3_naming_the_file() {
 /// A healthy node with the image, a guard config that waits briefly and holds briefly.
 fn socket_node(n: &Node) -> PathBuf {
     n.ctrd.ctr_import(&n.archive());
-    let extra = "[sandbox]\npull = false\n\n[hold]\ntimeout = \"4s\"\n";
-    let text = n
-        .config_text(&n.ctrd.restart_program(), extra)
-        .replace("wait = \"20s\"", "wait = \"2s\"");
-    n.t.write_guard_config_raw(&text)
+    n.guard_config(&n.ctrd.restart_program())
+        .containerd_wait("2s")
+        .sandbox_pull(false)
+        .hold_timeout("4s")
+        .write(&n.t)
 }
 
 /// The guard failed on `runtime.answers` naming `needles`, restarted nothing, within its
@@ -493,13 +481,12 @@ fn stale_with_state_dir(
 ) -> (Node, PathBuf, PathBuf) {
     let n = Node::tkgs(&image(tag));
     let dir = state_dir(&n);
-    let text = n
-        .config_text(
-            &n.ctrd.restart_program(),
-            "[sandbox]\npull = false\n\n[hold]\ntimeout = \"5s\"\n",
-        )
-        .replace(&shown(&n.t.guard_state_dir()), &shown(&dir));
-    let cfg = n.t.write_guard_config_raw(&text);
+    let cfg = n
+        .guard_config(&n.ctrd.restart_program())
+        .state_dir(&dir)
+        .sandbox_pull(false)
+        .hold_timeout("5s")
+        .write(&n.t);
     (n, cfg, dir)
 }
 
@@ -539,10 +526,11 @@ fn state_dir_read_only_on_a_healthy_node_is_usable_with_a_warning_naming_it() {
     n.ctrd.ctr_import(&n.archive());
     let ro = n.t.path().join("ro-state");
     let _ro = Mount::fs("tmpfs", "cg-ro-state", &ro, "ro,size=1m");
-    let text = n
-        .config_text(&n.ctrd.restart_program(), "[sandbox]\npull = false\n")
-        .replace(&shown(&n.t.guard_state_dir()), &shown(&ro));
-    let cfg = n.t.write_guard_config_raw(&text);
+    let cfg = n
+        .guard_config(&n.ctrd.restart_program())
+        .state_dir(&ro)
+        .sandbox_pull(false)
+        .write(&n.t);
     let before = n.content();
     let pid = n.ctrd.pid();
     let out = runtime(&cfg);

@@ -83,14 +83,14 @@ fn containerd_missing_and_not_started_is_terminal_within_the_hold_naming_the_soc
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:miss2", dead_port()));
     n.ctrd.stop();
     let _ = std::fs::remove_file(n.t.socket());
-    let cfg = n.config(
-        &n.ctrd.noop_program(),
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 1\nbackoff = \"100ms\"\n\n\
-         [hold]\ntimeout = \"10s\"\n",
-    );
-    let cfg_text = std::fs::read_to_string(&cfg).unwrap();
-    let cfg =
-        n.t.write_guard_config_raw(&cfg_text.replace("wait = \"20s\"", "wait = \"2s\""));
+    let cfg = n
+        .guard_config(&n.ctrd.noop_program())
+        .containerd_wait("2s")
+        .sandbox_pull(false)
+        .remediation_restart_budget(1)
+        .remediation_backoff("100ms")
+        .hold_timeout("10s")
+        .write(&n.t);
     let out = runtime(&cfg);
     println!("containerd missing: guard ended after {:?}", out.elapsed);
     out.expect(4, "runtime.answers", "fail")
@@ -119,13 +119,13 @@ fn hung_containerd_is_restarted_within_the_hold_and_its_running_pod_survives() {
     n.import_image();
     let pod = start_pod_sandbox(&n.t.socket()).expect("a running pod sandbox");
     let before = n.content();
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 1\n\n[hold]\ntimeout = \"60s\"\n",
-    );
-    let cfg_text = std::fs::read_to_string(&cfg).unwrap();
-    let cfg =
-        n.t.write_guard_config_raw(&cfg_text.replace("wait = \"20s\"", "wait = \"3s\""));
+    let cfg = n
+        .guard_config(&n.ctrd.restart_program())
+        .containerd_wait("3s")
+        .sandbox_pull(false)
+        .remediation_restart_budget(1)
+        .hold_timeout("60s")
+        .write(&n.t);
     let hung_pid = n.ctrd.pid();
     let stopped = Stopped::stop(hung_pid);
     let out = runtime(&cfg);
@@ -170,14 +170,14 @@ fn hung_containerd_with_a_restart_that_does_not_help_ends_within_the_hold_timeou
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:hung2", dead_port()));
     n.import_image();
     let before = n.content();
-    let cfg = n.config(
-        &n.ctrd.noop_program(),
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 1\nbackoff = \"100ms\"\n\n\
-         [hold]\ntimeout = \"8s\"\n",
-    );
-    let cfg_text = std::fs::read_to_string(&cfg).unwrap();
-    let cfg =
-        n.t.write_guard_config_raw(&cfg_text.replace("wait = \"20s\"", "wait = \"2s\""));
+    let cfg = n
+        .guard_config(&n.ctrd.noop_program())
+        .containerd_wait("2s")
+        .sandbox_pull(false)
+        .remediation_restart_budget(1)
+        .remediation_backoff("100ms")
+        .hold_timeout("8s")
+        .write(&n.t);
     let stopped = Stopped::stop(n.ctrd.pid());
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
     let out = runtime(&cfg);
@@ -256,14 +256,14 @@ fn containerd_crashing_after_each_restart_spends_the_budget_then_terminal() {
             broken = broken.display()
         ),
     );
-    let cfg = n.config(
-        &crash,
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"100ms\"\n\n\
-         [hold]\ntimeout = \"60s\"\n",
-    );
-    let cfg_text = std::fs::read_to_string(&cfg).unwrap();
-    let cfg =
-        n.t.write_guard_config_raw(&cfg_text.replace("wait = \"20s\"", "wait = \"2s\""));
+    let cfg = n
+        .guard_config(&crash)
+        .containerd_wait("2s")
+        .sandbox_pull(false)
+        .remediation_restart_budget(2)
+        .remediation_backoff("100ms")
+        .hold_timeout("60s")
+        .write(&n.t);
     let out = runtime(&cfg);
     println!("crashing containerd: guard ended after {:?}", out.elapsed);
     out.expect(4, "runtime.answers", "fail")
@@ -281,13 +281,18 @@ fn containerd_crashing_after_each_restart_spends_the_budget_then_terminal() {
 /// A stale (TKGS-order) node whose restart command is `restart`; budget 2.
 fn stale_with_restart(tag: &str, restart: &Path) -> (Node, PathBuf, ContentSnapshot) {
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
-    let cfg = n.config(
-        restart,
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"100ms\"\n\n\
-         [hold]\ntimeout = \"30s\"\n",
-    );
+    let cfg = stale_config(&n, restart).write(&n.t);
     let before = n.content();
     (n, cfg, before)
+}
+
+/// The config of [`stale_with_restart`]: no pull, two restarts 100ms apart, a 30s hold.
+fn stale_config(n: &Node, restart: &Path) -> GuardConfig {
+    n.guard_config(restart)
+        .sandbox_pull(false)
+        .remediation_restart_budget(2)
+        .remediation_backoff("100ms")
+        .hold_timeout("30s")
 }
 
 #[test]
@@ -324,11 +329,10 @@ fn restart_command_hanging_is_killed_at_its_timeout() {
             pids.display()
         ),
     );
-    let (n, cfg, before) = stale_with_restart("hang", &hanging);
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    let cfg = n.t.write_guard_config_raw(
-        &text.replace("[containerd]\n", "[containerd]\nrestart_timeout = \"2s\"\n"),
-    );
+    let (n, _, before) = stale_with_restart("hang", &hanging);
+    let cfg = stale_config(&n, &hanging)
+        .containerd_restart_timeout("2s")
+        .write(&n.t);
     let pid = n.ctrd.pid();
     let out = runtime(&cfg);
     println!(

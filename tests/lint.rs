@@ -12,7 +12,7 @@ use testkit as support;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use support::runtime::PauseImage;
-use support::{Guard, Outcome};
+use support::{Guard, GuardConfig, Outcome};
 
 const SANDBOX: &str = "registry.k8s.io/pause:3.9";
 
@@ -68,18 +68,21 @@ ExecStart=
 ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 ";
 
-/// The fragment docs/image-builder.md shows.
-const FRAGMENT: &str = "\
-[volume]
-device = \"LABEL=containerd\"
-fstypes = [\"ext4\"]
-min_free = \"2GiB\"
-wait = \"90s\"
+/// The fragment docs/image-builder.md shows, but for its device and its archive.
+fn fragment_base() -> GuardConfig {
+    GuardConfig::new()
+        .volume_fstypes(&["ext4"])
+        .volume_min_free("2GiB")
+        .volume_wait("90s")
+        .sandbox_pull(false)
+}
 
-[sandbox]
-archives = [\"/usr/lib/containerd-guard/images/pause.tar\"]
-pull = false
-";
+/// The fragment docs/image-builder.md shows.
+fn fragment() -> GuardConfig {
+    fragment_base()
+        .volume_device("LABEL=containerd")
+        .sandbox_archives(&["/usr/lib/containerd-guard/images/pause.tar".into()])
+}
 
 const LIB: &str = "/usr/lib/systemd/system";
 const ETC: &str = "/etc/systemd/system";
@@ -123,7 +126,7 @@ impl Image {
                 "/etc/containerd/config.toml",
                 &format!("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{SANDBOX}\"\n"),
             )
-            .put("/usr/lib/containerd-guard/config.d/50-image.toml", FRAGMENT);
+            .put("/usr/lib/containerd-guard/config.d/50-image.toml", &fragment().render());
         img.link(
             &format!("{ETC}/timers.target.wants/containerd-guard-hygiene.timer"),
             &format!("{LIB}/containerd-guard-hygiene.timer"),
@@ -542,10 +545,7 @@ fn the_sandbox_image_must_be_in_a_sound_archive() {
     let img = Image::clean();
     img.put(
         "/usr/lib/containerd-guard/config.d/50-image.toml",
-        &FRAGMENT.replace(
-            "archives = [\"/usr/lib/containerd-guard/images/pause.tar\"]\n",
-            "",
-        ),
+        &fragment_base().volume_device("LABEL=containerd").render(),
     );
     expect(
         &img.lint(&[]),
@@ -1065,7 +1065,9 @@ fn an_unset_device_warns_in_lint_as_in_verify() {
     let img = Image::clean();
     img.put(
         "/usr/lib/containerd-guard/config.d/50-image.toml",
-        &FRAGMENT.replace("device = \"LABEL=containerd\"\n", ""),
+        &fragment_base()
+            .sandbox_archives(&["/usr/lib/containerd-guard/images/pause.tar".into()])
+            .render(),
     );
     expect(
         &img.lint(&[]),

@@ -122,17 +122,37 @@ impl Node {
         n
     }
 
-    /// `[containerd]` with the restart program, plus `extra` tables, plus the metrics
-    /// textfile in the test's tree unless `extra` has `[metrics]`
+    /// The guard's config for this node as data: this tree's `state_dir`, containerd
+    /// config and metrics textfile ([`GuardConfig::in_tree`]), `[containerd] wait = "20s"`
+    /// and `restart = [restart]`. Add keys and [`GuardConfig::write`] it.
+    pub fn guard_config(&self, restart: &Path) -> GuardConfig {
+        GuardConfig::in_tree(&self.t)
+            .containerd_wait("20s")
+            .containerd_restart(&[&restart.display().to_string()])
+    }
+
+    /// The text of [`Node::guard_config`] without its metrics table, then `extra` tables,
+    /// then the metrics textfile in the test's tree unless `extra` has `[metrics]`
     /// ([`TempRoot::with_metrics_in_tree`]).
-    pub fn config(&self, restart: &Path, extra: &str) -> PathBuf {
-        self.t.write_guard_config_raw(&format!(
-            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n{}\n",
-            self.t.guard_state_dir().display(),
-            self.t.containerd_config().display(),
-            restart.display(),
+    pub fn config_text(&self, restart: &Path, extra: &str) -> String {
+        let base = GuardConfig::new()
+            .state_dir(self.t.guard_state_dir())
+            .containerd_config(self.t.containerd_config())
+            .containerd_wait("20s")
+            .containerd_restart(&[&restart.display().to_string()]);
+        format!(
+            "{}
+{}
+",
+            base.render(),
             self.t.with_metrics_in_tree(extra)
-        ))
+        )
+    }
+
+    /// [`Node::config_text`], written as the guard's config file.
+    pub fn config(&self, restart: &Path, extra: &str) -> PathBuf {
+        self.t
+            .write_guard_config_raw(&self.config_text(restart, extra))
     }
 
     pub fn state_file(&self) -> PathBuf {
