@@ -33,9 +33,9 @@ fn all_pass(o: &Outcome) {
 
 #[test]
 fn a_btrfs_volume_passes_volume_device_by_label_uuid_and_path() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let v = LoopVolume::new(&t.images(), FsKind::Btrfs, &l, &t.volume_path());
@@ -53,9 +53,9 @@ fn a_btrfs_volume_passes_volume_device_by_label_uuid_and_path() {
 
 #[test]
 fn a_btrfs_subvolume_mounted_with_subvol_passes_volume_device() {
-    if !require_root(&[TOOLS, &["btrfs"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["btrfs"]].concat()) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let mut v = LoopVolume::unmounted(&t.images(), FsKind::Btrfs, &l, &[]);
@@ -79,9 +79,9 @@ fn a_btrfs_subvolume_mounted_with_subvol_passes_volume_device() {
 
 #[test]
 fn another_btrfs_device_mounted_there_fails_volume_device() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let (la, lb) = (unique("cg", 8), unique("cg", 8));
     let a = LoopVolume::unmounted(&t.images(), FsKind::Btrfs, &la, &[]);

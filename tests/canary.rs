@@ -106,9 +106,9 @@ fn snapshot_count(n: &Node) -> usize {
 
 #[test]
 fn c01_a_healthy_node_makes_and_removes_the_canary_leaving_nothing() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node("c1");
     let cfg = config(&n, "");
     let snapshots = snapshot_count(&n);
@@ -147,9 +147,9 @@ fn c01_a_healthy_node_makes_and_removes_the_canary_leaving_nothing() {
 
 #[test]
 fn c02_a_full_volume_fails_the_canary_alone_with_the_default_config() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node("c2");
     let cfg = config(&n, "");
     let filler = n.t.volume_path().join("filler");
@@ -174,9 +174,9 @@ fn c02_a_full_volume_fails_the_canary_alone_with_the_default_config() {
 
 #[test]
 fn c03_a_volume_read_only_after_a_filesystem_error_fails_the_canary() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node("c3");
     let cfg = config(&n, "");
     let volume = n.t.volume_path();
@@ -196,9 +196,9 @@ fn c03_a_volume_read_only_after_a_filesystem_error_fails_the_canary() {
 
 #[test]
 fn c04_an_immutable_snapshot_directory_fails_the_canary_and_nothing_else() {
-    if !require_root(&[TOOLS, &["chattr"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["chattr"]].concat()) else {
         return;
-    }
+    };
     let n = node("c4");
     let cfg = config(&n, "[hold]\ntimeout = \"3s\"\n");
     let snapshots =
@@ -254,9 +254,9 @@ fn records(n: &Node) -> Vec<String> {
 /// next `guard runtime` proves it gone by its record and removes the canary and the record.
 #[test]
 fn c05_a_killed_guards_canary_is_removed_by_the_next_runtime_and_a_running_ones_left_alone() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     use support::grpc_proxy::DelayProxy;
     let n = node("c5");
     let cfg = config(&n, "");
@@ -339,9 +339,9 @@ fn c05_a_killed_guards_canary_is_removed_by_the_next_runtime_and_a_running_ones_
 
 #[test]
 fn c06_a_canary_cut_off_by_its_timeout_leaves_nothing_after_the_cleanup() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node("c6");
     let out = deep(&config(&n, "[canary]\ntimeout = \"1ms\"\n"));
     out.expect(1, "runtime.can-create", "fail")

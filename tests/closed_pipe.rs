@@ -52,9 +52,9 @@ fn ends_quietly_with_stderr_closed_too(g: &Guard, args: &[&str]) {
 
 #[test]
 fn every_command_ends_quietly_when_its_output_pipe_is_closed() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:pipe", dead_port()));
     n.import_image();
     let cfg = n.config(

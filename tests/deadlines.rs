@@ -67,9 +67,9 @@ const BOUND: Duration = Duration::from_secs(15);
 
 #[test]
 fn a_containerd_socket_with_a_full_backlog_ends_volume_and_verify_within_their_bound() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
@@ -416,9 +416,9 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
 
 #[test]
 fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_in_bound() {
-    if !require_root(HYGIENE_TOOLS) {
+    let Some(_root) = root_or_skip(HYGIENE_TOOLS) else {
         return;
-    }
+    };
     let _alone = alone();
     let n = support::workload::HygieneNode::start();
     let cfg = n.t.write_guard_config("", "");
@@ -487,9 +487,9 @@ fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_
 fn a_cri_call_that_hangs_while_the_others_answer_is_named_within_its_own_bound() {
     use support::grpc_proxy::DelayProxy;
     use support::node::{Node, TOOLS};
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _alone = alone();
     let n = Node::healthy(&format!(
         "127.0.0.1:{}/guard/pause:dl",

@@ -39,9 +39,9 @@ fn split_into_imports(t: &TempRoot) {
 
 #[test]
 fn a_containerd_configured_through_imports_is_found_where_its_imports_put_it() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let image = format!("127.0.0.1:{}/guard/pause:imports", dead_port());
     let n = Node::healthy_prepared(TempRoot::new(), &image, split_into_imports);
     n.import_image();
@@ -64,9 +64,9 @@ fn a_containerd_configured_through_imports_is_found_where_its_imports_put_it() {
 
 #[test]
 fn a_containerd_whose_root_flag_overrides_its_config_is_said_not_restarted() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy("registry.k8s.io/pause:3.6");
     n.import_image();
     n.ctrd.stop();
@@ -111,9 +111,9 @@ fn a_containerd_whose_root_flag_overrides_its_config_is_said_not_restarted() {
 
 #[test]
 fn a_snapshotter_directory_symlinked_inside_the_root_is_judged_current() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let image = format!("127.0.0.1:{}/guard/pause:symlink", dead_port());
     // The overlayfs snapshotter's directory is a symlink to a directory inside the root.
     let n = Node::healthy_prepared(TempRoot::new(), &image, |t| {

@@ -36,9 +36,9 @@ fn fixture(name: &str) -> String {
 
 #[test]
 fn e01_a_partial_eviction_hard_leaves_the_volume_uncovered_and_says_what_to_add() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node();
     let defaults = with_kubelet_config(&n, "defaults.yaml", &fixture("kubeadm-defaults.yaml"), "");
     let out = Guard::with_config(&defaults).run(&["--json", "verify"]);
@@ -86,9 +86,9 @@ fn e01_a_partial_eviction_hard_leaves_the_volume_uncovered_and_says_what_to_add(
 
 #[test]
 fn e02_verify_warns_when_free_space_nears_kubelets_image_threshold() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node();
     let stats = nix::sys::statvfs::statvfs(&n.t.volume_path()).unwrap();
     let free = stats.blocks_available() as f64 * 100.0 / stats.blocks() as f64;

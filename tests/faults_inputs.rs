@@ -85,9 +85,9 @@ fn shown(p: &Path) -> String {
 
 #[test]
 fn config_file_writable_by_others_is_refused_exit_3() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     refused("other-writable", |_, cfg| {
         chmod(&cfg, 0o646);
         let fix = format!("chown root: {0} && chmod go-w {0}", cfg.display());
@@ -97,9 +97,9 @@ fn config_file_writable_by_others_is_refused_exit_3() {
 
 #[test]
 fn config_file_owned_by_another_user_is_refused_exit_3() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     refused("other-owner", |_, cfg| {
         chown(&cfg, 65534);
         let owner = "(uid 65534)".to_string();
@@ -112,9 +112,9 @@ fn config_file_owned_by_another_user_is_refused_exit_3() {
 
 #[test]
 fn config_in_an_other_writable_directory_is_refused_unless_sticky() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     refused("open-dir", |n, cfg| {
         let dir = n.t.path().join("open");
         std::fs::create_dir(&dir).unwrap();
@@ -139,9 +139,9 @@ fn config_in_an_other_writable_directory_is_refused_unless_sticky() {
 
 #[test]
 fn archive_owned_by_another_user_is_refused_exit_3() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     refused("archive-owner", |n, cfg| {
         let archive = n.t.path().join("pause.oci.tar");
         chown(&archive, 65534);
@@ -158,9 +158,9 @@ fn archive_owned_by_another_user_is_refused_exit_3() {
 
 #[test]
 fn archive_writable_by_group_is_refused_exit_3() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     refused("archive-group", |n, cfg| {
         let archive = n.t.path().join("pause.oci.tar");
         chmod(&archive, 0o664);
@@ -178,9 +178,9 @@ fn layered(sysroot: &Path) -> Guard {
 
 #[test]
 fn config_fragment_writable_by_group_is_refused_exit_3() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&image("fragment-group"));
     let sysroot = n.t.path().join("sysroot");
     let dir = sysroot.join("etc/containerd-guard/config.d");
@@ -201,9 +201,9 @@ fn config_fragment_writable_by_group_is_refused_exit_3() {
 
 #[test]
 fn trusted_root_owned_inputs_are_read_and_the_guard_acts() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&image("trusted"));
     let archive = n.archive();
     let cfg = n.config_with(&format!(
@@ -237,9 +237,9 @@ fn restart_then_drop(n: &Node, archive: &Path, mode: u32) -> PathBuf {
 
 #[test]
 fn archive_appearing_later_writable_by_others_is_refused_at_import() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&image("late-archive"));
     let before = n.content();
     // containerd died (a restart is due); the archive is not there when the guard starts.
@@ -356,9 +356,9 @@ fn socket_fault_held(n: &Node, out: &Outcome, pid: i32, needles: &[&str]) {
 
 #[test]
 fn socket_path_a_regular_file_is_named_and_containerd_not_restarted() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&image("sock-file"));
     let cfg = socket_node(&n);
     let before = n.content();
@@ -374,9 +374,9 @@ fn socket_path_a_regular_file_is_named_and_containerd_not_restarted() {
 
 #[test]
 fn socket_path_a_dangling_symlink_is_named_and_containerd_not_restarted() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&image("sock-link"));
     let cfg = socket_node(&n);
     let before = n.content();
@@ -404,9 +404,9 @@ const AS_NOBODY: &[&str] = &[
 
 #[test]
 fn socket_the_guard_may_not_connect_to_is_named_and_containerd_not_restarted() {
-    if !require_root(&[TOOLS, &["setpriv"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["setpriv"]].concat()) else {
         return;
-    }
+    };
     // Everything readable by nobody except the socket (root's, no access for others).
     let base = std::env::temp_dir();
     let t = TempRoot::world_readable_in(Path::new(if is_private(&base) {
@@ -519,9 +519,9 @@ fn no_partial_files(dir: &Path) {
 
 #[test]
 fn state_dir_read_only_on_a_healthy_node_is_usable_with_a_warning_naming_it() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&image("state-ro"));
     n.ctrd.ctr_import(&n.archive());
     let ro = n.t.path().join("ro-state");
@@ -549,9 +549,9 @@ fn state_dir_read_only_on_a_healthy_node_is_usable_with_a_warning_naming_it() {
 
 #[test]
 fn state_dir_on_a_full_tmpfs_refuses_the_restart_and_keeps_the_old_file_whole() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let mut mount = None;
     let (n, cfg, dir) = stale_with_state_dir("state-full", |n| {
         let dir = n.t.path().join("full-state");
@@ -578,9 +578,9 @@ fn state_dir_on_a_full_tmpfs_refuses_the_restart_and_keeps_the_old_file_whole() 
 
 #[test]
 fn state_dir_that_is_a_regular_file_refuses_the_restart_naming_it() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let (n, cfg, file) = stale_with_state_dir("state-file", |n| {
         let f = n.t.path().join("state-is-a-file");
         std::fs::write(&f, "operator notes\n").unwrap();
@@ -625,9 +625,9 @@ fn untrusted_state_file(tag: &str, bytes: &[u8], wrapper: &[&str]) -> Outcome {
 
 #[test]
 fn state_file_truncated_means_no_restart_budget_and_is_named() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let valid = state_json(&boot_id(), 1, false);
     let half = &valid.as_bytes()[..valid.len() / 2];
     untrusted_state_file("state-half", half, &[]).mentions("remedy.budget", &["does not parse"]);
@@ -635,9 +635,9 @@ fn state_file_truncated_means_no_restart_budget_and_is_named() {
 
 #[test]
 fn state_file_of_garbage_bytes_means_no_restart_budget_and_is_named() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let garbage: Vec<u8> = (0..4096u32)
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
         .collect();
@@ -646,9 +646,9 @@ fn state_file_of_garbage_bytes_means_no_restart_budget_and_is_named() {
 
 #[test]
 fn state_file_huge_is_read_bounded_and_means_no_restart_budget() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     // 64 MiB: a valid beginning, then restart records repeated. The guard runs with its
     // data segment limited to 16 MiB: reading it whole would fail (ENOMEM) or abort.
     let head = format!(
@@ -667,9 +667,9 @@ fn state_file_huge_is_read_bounded_and_means_no_restart_budget() {
 
 #[test]
 fn state_file_of_another_boot_is_a_fresh_budget_for_this_one() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let (n, cfg, dir) = stale_with_state_dir("state-other-boot", |n| n.t.guard_state_dir());
     std::fs::create_dir_all(&dir).unwrap();
     let other = "00000000-0000-0000-0000-000000000000";

@@ -54,9 +54,9 @@ fn images(n: &Node) -> Vec<String> {
 
 #[test]
 fn containerd_missing_is_started_by_the_restart_command_once() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:miss", dead_port()));
     n.import_image();
     let before = n.content();
@@ -77,9 +77,9 @@ fn containerd_missing_is_started_by_the_restart_command_once() {
 
 #[test]
 fn containerd_missing_and_not_started_is_terminal_within_the_hold_naming_the_socket() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:miss2", dead_port()));
     n.ctrd.stop();
     let _ = std::fs::remove_file(n.t.socket());
@@ -112,9 +112,9 @@ fn containerd_missing_and_not_started_is_terminal_within_the_hold_naming_the_soc
 /// within the budget, and the pod that ran before still runs after.
 #[test]
 fn hung_containerd_is_restarted_within_the_hold_and_its_running_pod_survives() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:hung", dead_port()));
     n.import_image();
     let pod = start_pod_sandbox(&n.t.socket()).expect("a running pod sandbox");
@@ -164,9 +164,9 @@ fn hung_containerd_is_restarted_within_the_hold_and_its_running_pod_survives() {
 
 #[test]
 fn hung_containerd_with_a_restart_that_does_not_help_ends_within_the_hold_timeout() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:hung2", dead_port()));
     n.import_image();
     let before = n.content();
@@ -207,9 +207,9 @@ fn hung_containerd_with_a_restart_that_does_not_help_ends_within_the_hold_timeou
 
 #[test]
 fn containerd_slow_to_start_is_waited_for_without_a_restart() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:slow", dead_port()));
     n.import_image();
     let before = n.content();
@@ -235,9 +235,9 @@ fn containerd_slow_to_start_is_waited_for_without_a_restart() {
 
 #[test]
 fn containerd_crashing_after_each_restart_spends_the_budget_then_terminal() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:crash", dead_port()));
     let before = n.content();
     n.ctrd.stop();
@@ -297,9 +297,9 @@ fn stale_config(n: &Node, restart: &Path) -> GuardConfig {
 
 #[test]
 fn restart_command_missing_is_reported_counted_and_terminal() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let missing = PathBuf::from("/nonexistent/containerd-guard-test/restart");
     let (n, cfg, before) = stale_with_restart("enoent", &missing);
     let pid = n.ctrd.pid();
@@ -316,9 +316,9 @@ fn restart_command_missing_is_reported_counted_and_terminal() {
 /// killed at `[containerd] restart_timeout`, counted, the guard goes on and ends terminal.
 #[test]
 fn restart_command_hanging_is_killed_at_its_timeout() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = tempfile::tempdir().unwrap();
     let hanging = t.path().join("restart-hanging");
     let pids = t.path().join("pids");
@@ -365,9 +365,9 @@ fn restart_command_hanging_is_killed_at_its_timeout() {
 
 #[test]
 fn restart_command_failing_is_reported_with_its_exit_status_and_terminal() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = tempfile::tempdir().unwrap();
     let failing = t.path().join("restart-failing");
     let log = t.path().join("failing.log");
@@ -403,9 +403,9 @@ fn restart_command_failing_is_reported_with_its_exit_status_and_terminal() {
 /// (once); the data on the volume is untouched.
 #[test]
 fn volume_unmounted_while_runtime_holds_is_seen_as_stale_and_nothing_is_lost() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:umnt", dead_port()));
     let before = n.content_with_other_image();
     let corrupt = n.oci_archive(true);
@@ -450,9 +450,9 @@ fn superblocks(path: &Path) -> String {
 
 #[test]
 fn device_vanishing_during_the_wait_fails_after_the_wait_and_formats_nothing() {
-    if !require_root(&["losetup", "mkfs.ext4", "mount"]) {
+    let Some(_root) = root_or_skip(&["losetup", "mkfs.ext4", "mount"]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let l = unique("cg", 8);
@@ -606,9 +606,9 @@ fn read_chars(io: &Path) -> u64 {
 
 #[test]
 fn archive_truncated_is_refused() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     archive_is_refused("trunc", |img, path| {
         let data = std::fs::read(img.write_oci(path, false)).unwrap();
         std::fs::write(path, &data[..data.len() / 2]).unwrap();
@@ -618,9 +618,9 @@ fn archive_truncated_is_refused() {
 
 #[test]
 fn archive_with_a_manifest_that_does_not_match_its_digest_is_refused() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     archive_is_refused("digest", |img, path| {
         let mut entries = oci_entries(img);
         let manifest = blob(&img.manifest_digest());
@@ -641,9 +641,9 @@ fn archive_with_a_manifest_that_does_not_match_its_digest_is_refused() {
 
 #[test]
 fn archive_of_10_gib_sparse_is_refused_before_reading() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let read = archive_is_refused("sparse", |img, path| {
         img.write_oci(path, false);
         let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
@@ -661,9 +661,9 @@ fn archive_of_10_gib_sparse_is_refused_before_reading() {
 
 #[test]
 fn archive_with_an_entry_claiming_10_gib_is_refused() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     archive_is_refused("claims10g", |img, path| {
         // The layer comes after an entry whose header claims 10 GiB in a file of a few KiB.
         let layer = blob(&sha256(&img.layer));
@@ -697,9 +697,9 @@ fn link_archive(img: &PauseImage, path: &Path, kind: u8, target: &str) {
 
 #[test]
 fn archive_with_a_symlink_entry_is_refused() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     archive_is_refused("symlink", |img, path| {
         link_archive(img, path, b'2', "/etc/passwd");
         let layer = blob(&sha256(&img.layer));
@@ -709,9 +709,9 @@ fn archive_with_a_symlink_entry_is_refused() {
 
 #[test]
 fn archive_with_a_hard_link_entry_is_refused() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     archive_is_refused("hardlink", |img, path| {
         link_archive(img, path, b'1', "oci-layout");
         let layer = blob(&sha256(&img.layer));
@@ -721,9 +721,9 @@ fn archive_with_a_hard_link_entry_is_refused() {
 
 #[test]
 fn archive_whose_index_points_at_itself_is_refused_in_bounded_time() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     archive_is_refused("selfidx", |img, path| {
         const MT_INDEX: &str = "application/vnd.oci.image.index.v1+json";
         let me = sha256(b"an index that names itself");
@@ -763,9 +763,9 @@ fn archive_whose_index_points_at_itself_is_refused_in_bounded_time() {
 /// pull is cut at `pull_timeout`, the guard holds and ends naming the registry.
 #[test]
 fn registry_that_never_answers_is_bounded_by_the_pull_timeout() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port();
     let image = format!("127.0.0.1:{port}/guard/pause:slowreg");

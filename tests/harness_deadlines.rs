@@ -95,9 +95,9 @@ fn a_command_within_its_deadline_returns_its_output() {
 
 #[test]
 fn a_guard_facing_a_stopped_containerd_is_bounded() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy("localhost/guard-test/pause:deadline");
     let cfg = n.config(&n.ctrd.noop_program(), "");
     let containerd = nix::unistd::Pid::from_raw(n.ctrd.pid());

@@ -12,9 +12,9 @@ use support::*;
 
 #[test]
 fn loop_volume_mounts_and_cleans_up() {
-    if !require_root(&["losetup", "mkfs.ext4", "mount", "umount"]) {
+    let Some(_root) = root_or_skip(&["losetup", "mkfs.ext4", "mount", "umount"]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let at = t.volume_path();
     let (dev, target) = {
@@ -43,9 +43,9 @@ fn loop_volume_mounts_and_cleans_up() {
 
 #[test]
 fn containerd_starts_on_temp_paths_and_stops() {
-    if !require_root(&["containerd", "runc"]) {
+    let Some(_root) = root_or_skip(&["containerd", "runc"]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let pid = {
@@ -85,9 +85,9 @@ fn ctr(n: &Node, args: &[&str]) -> String {
 
 #[test]
 fn nothing_lost_fails_when_a_reachable_layer_is_damaged() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node_with_image("selftest-damage");
     n.import_image();
     let before = n.content();
@@ -111,9 +111,9 @@ fn nothing_lost_fails_when_a_reachable_layer_is_damaged() {
 
 #[test]
 fn nothing_lost_fails_when_an_image_is_removed() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node_with_image("selftest-rm");
     n.import_image();
     let before = n.content();
@@ -126,9 +126,9 @@ fn nothing_lost_fails_when_an_image_is_removed() {
 
 #[test]
 fn nothing_lost_ignores_an_unreferenced_blob_removed_by_containerds_gc() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = node_with_image("selftest-gc");
     n.import_image();
     // A blob no image names (no lease, no gc.root label): containerd's GC may remove it,
@@ -246,9 +246,9 @@ fn textfiles(config: &Path) -> Vec<String> {
 
 #[test]
 fn a_nodes_guard_config_puts_the_metrics_textfile_in_its_own_tree() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     // Without it every real `verify`/`runtime` rewrote the host's
     // /var/lib/prometheus/node-exporter/containerd-guard.prom (the default path).
     let n = node_with_image("selftest-metrics");

@@ -62,9 +62,9 @@ fn archive_with_extra_names(img: &PauseImage, others: &[&str], path: &Path) -> P
 
 #[test]
 fn r01_restore_imports_only_the_verified_image_and_retags_nothing_else() {
-    if !require_root(R_TOOLS) {
+    let Some(_root) = root_or_skip(R_TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:r1", dead_port()));
     let socket = n.t.socket();
     // An image the node already runs, under a name the archive also claims.

@@ -142,9 +142,9 @@ fn measured(cfg: &Path, args: &[&str]) -> (Outcome, u64) {
 
 #[test]
 fn verify_among_containerd_named_hostile_processes_stays_small_quick_and_unchanged() {
-    if !require_root(&[TOOLS, &["mkfifo", "chroot", "timeout"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["mkfifo", "chroot", "timeout"]].concat()) else {
         return;
-    }
+    };
     let n = Node::healthy("registry.k8s.io/pause:3.6");
     n.import_image();
     let cfg = n.config(&n.ctrd.noop_program(), "");
@@ -181,9 +181,9 @@ fn verify_among_containerd_named_hostile_processes_stays_small_quick_and_unchang
 
 #[test]
 fn phase1_among_containerd_named_hostile_processes_passes_and_says_why_they_do_not_count() {
-    if !require_root(&[TOOLS, &["mkfifo", "chroot", "timeout"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["mkfifo", "chroot", "timeout"]].concat()) else {
         return;
-    }
+    };
     let n = Node::healthy("registry.k8s.io/pause:3.6");
     n.ctrd.stop();
     let cfg = n.config(&n.ctrd.noop_program(), "");

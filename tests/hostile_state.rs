@@ -55,9 +55,9 @@ fn volume_node_config(t: &TempRoot, label: &str) -> PathBuf {
 
 #[test]
 fn hand_run_volume_on_a_running_node_writes_nothing_and_a_later_stale_containerd_is_restarted() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let image = format!("127.0.0.1:{}/guard/pause:hand-run", dead_port());
     let t = TempRoot::new();
     t.write_containerd_config_with(Some(&image));
@@ -114,9 +114,9 @@ fn hand_run_volume_on_a_running_node_writes_nothing_and_a_later_stale_containerd
 
 #[test]
 fn hand_run_volume_with_containerd_stopped_rechecks_for_real_and_keeps_the_marker_true() {
-    if !require_root(&["losetup", "mkfs.ext4", "mount"]) {
+    let Some(_root) = root_or_skip(&["losetup", "mkfs.ext4", "mount"]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let label = unique("cg", 8);
     let mut vol = LoopVolume::new(&t.images(), FsKind::Ext4, &label, &t.volume_path());
@@ -294,9 +294,9 @@ const USER_TOOLS: &[&str] = &["useradd", "userdel", "setpriv", "perl"];
 
 #[test]
 fn metrics_textfile_in_a_directory_another_user_owns_never_writes_through_planted_links() {
-    if !require_root(USER_TOOLS) {
+    let Some(_root) = root_or_skip(USER_TOOLS) else {
         return;
-    }
+    };
     let user = TestUser::new();
     let (tree, victim) = traversable_tree();
     // Like Debian's /var/lib/prometheus/node-exporter: the prometheus user's, 0755.
@@ -337,9 +337,9 @@ fn metrics_textfile_in_a_directory_another_user_owns_never_writes_through_plante
 
 #[test]
 fn metrics_textfile_in_a_directory_writable_by_others_is_not_written_and_warns_naming_it() {
-    if !require_root(USER_TOOLS) {
+    let Some(_root) = root_or_skip(USER_TOOLS) else {
         return;
-    }
+    };
     let user = TestUser::new();
     let (tree, victim) = traversable_tree();
     let textdir = tree.path().join("textfiles");
@@ -368,9 +368,9 @@ fn metrics_textfile_in_a_directory_writable_by_others_is_not_written_and_warns_n
 
 #[test]
 fn state_dir_another_user_owns_is_refused_naming_it_and_its_links_are_never_followed() {
-    if !require_root(USER_TOOLS) {
+    let Some(_root) = root_or_skip(USER_TOOLS) else {
         return;
-    }
+    };
     let user = TestUser::new();
     let (tree, victim) = traversable_tree();
     // The user owns the directory above state_dir and state_dir itself, with links in it.
@@ -416,9 +416,9 @@ fn state_dir_another_user_owns_is_refused_naming_it_and_its_links_are_never_foll
 
 #[test]
 fn repair_lock_that_is_a_symlink_in_root_s_state_dir_is_refused_naming_it() {
-    if !require_root(&[]) {
+    let Some(_root) = root_or_skip(&[]) else {
         return;
-    }
+    };
     let (tree, victim) = traversable_tree();
     let state = tree.path().join("state");
     std::fs::create_dir(&state).unwrap();
@@ -490,9 +490,9 @@ fn layered_config(sysroot: &Path) -> Outcome {
 
 #[test]
 fn a_config_d_directory_or_mask_link_another_user_owns_or_can_write_is_a_config_error() {
-    if !require_root(USER_TOOLS) {
+    let Some(_root) = root_or_skip(USER_TOOLS) else {
         return;
-    }
+    };
     let user = TestUser::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("etc/containerd-guard/config.d");

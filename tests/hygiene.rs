@@ -105,9 +105,9 @@ impl Bystander {
 
 #[test]
 fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let n = HygieneNode::start();
     let cfg = guard_config(&n, "");
@@ -272,9 +272,9 @@ fn hygiene_is_skipped_where_no_socket_is(n: &HygieneNode, socket: &Path, cid: &s
 
 #[test]
 fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_the_lock() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let mut n = HygieneNode::start();
     let cfg = guard_config(&n, "");
@@ -340,9 +340,9 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
 
 #[test]
 fn h03_reap_off_only_reports() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let mut n = HygieneNode::start();
     let cfg = guard_config(&n, "[orphans]\nreap = false\n");
@@ -367,9 +367,9 @@ fn h03_reap_off_only_reports() {
 
 #[test]
 fn h04_live_tasks_other_namespaces_and_reused_pids_are_left_alone() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let n = HygieneNode::start();
     let cfg = guard_config(&n, "");
@@ -406,9 +406,9 @@ fn h04_live_tasks_other_namespaces_and_reused_pids_are_left_alone() {
 
 #[test]
 fn h05_guard_runtime_deletes_a_leaked_task_without_holding_kubelet() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let n = HygieneNode::start();
     let cfg = guard_config(&n, "[hold]\ntimeout = \"30s\"\n");
@@ -425,9 +425,9 @@ fn h05_guard_runtime_deletes_a_leaked_task_without_holding_kubelet() {
 
 #[test]
 fn h06_a_stopped_task_cri_never_knew_is_reported_and_left_alone() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let n = HygieneNode::start();
     let cfg = guard_config(&n, "");
@@ -468,9 +468,9 @@ fn h06_a_stopped_task_cri_never_knew_is_reported_and_left_alone() {
 /// for. The same leak is deleted and the same stranger left alone as in h06.
 #[test]
 fn h12_a_sandbox_image_removed_while_the_node_runs_is_restored_by_hygiene_without_a_restart() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     use support::cri::{image_pinned, remove_image};
     use support::runtime::{block_on, PauseImage};
     let _serial = serial();
@@ -551,9 +551,9 @@ fn unpin_everywhere(n: &HygieneNode, digest: &str) {
 /// says this containerd has no pinning (1.6).
 #[test]
 fn h13_repair_pins_a_present_but_unpinned_sandbox_image() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     use support::cri::image_pinned;
     use support::runtime::{block_on, PauseImage};
     let _serial = serial();
@@ -609,9 +609,9 @@ fn h13_repair_pins_a_present_but_unpinned_sandbox_image() {
 
 #[test]
 fn h11_without_the_task_bundles_containerd_is_asked_and_the_verdicts_are_the_same() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let n = HygieneNode::start();
     // the same config with another `state` (its socket's address stays)
@@ -696,9 +696,9 @@ fn assert_not_forged(what: &str, out: &Outcome) {
 
 #[test]
 fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let mut n = HygieneNode::start();
     let cfg = guard_config(&n, "");
@@ -798,9 +798,9 @@ fn h08_a_pid_whose_start_time_differs_from_the_judged_orphans_is_not_killed() {
         proc::read_proc,
         Host,
     };
-    if !require_root(&["sleep"]) {
+    let Some(_root) = root_or_skip(&["sleep"]) else {
         return;
-    }
+    };
     let _serial = serial();
     let host = Host::live();
     let payload = CgroupPayload::start();
@@ -839,9 +839,9 @@ fn h08_a_pid_whose_start_time_differs_from_the_judged_orphans_is_not_killed() {
 
 #[test]
 fn h09_a_vm_runtimes_container_is_named_and_left_alone_and_a_runc_one_beside_is_reaped() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let n = HygieneNode::start();
     let cfg = guard_config(&n, "");
@@ -898,9 +898,9 @@ fn h09_a_vm_runtimes_container_is_named_and_left_alone_and_a_runc_one_beside_is_
 
 #[test]
 fn h10_beside_a_second_containerd_its_orphaned_and_leaked_pods_are_left_alone() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let _serial = serial();
     let mut ours = HygieneNode::start();
     // k3s-style: its own root, state and socket; its shims are started with `-address` its

@@ -35,9 +35,9 @@ fn running_locker(pod: &Pod, name: &str, dir: &Path) -> (String, i32) {
 
 #[test]
 fn a_leaked_task_blocks_remove_pod_sandbox_until_tasks_delete() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = HygieneNode::start();
     let dir = n.host_dir("leaky");
     let pod = n.pod("leaky");
@@ -83,9 +83,9 @@ fn a_leaked_task_blocks_remove_pod_sandbox_until_tasks_delete() {
 
 #[test]
 fn b_orphaned_payload_keeps_its_lock_until_its_cgroup_is_cleaned() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let mut n = HygieneNode::start();
     let dir = n.host_dir("orphan");
     let lock = dir.join("lock");
@@ -151,9 +151,9 @@ fn b_orphaned_payload_keeps_its_lock_until_its_cgroup_is_cleaned() {
 
 #[test]
 fn c_a_healthy_pod_keeps_its_payload_through_both_faults() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let mut n = HygieneNode::start();
     let hdir = n.host_dir("healthy");
     let healthy = n.pod("healthy");
@@ -203,9 +203,9 @@ fn c_a_healthy_pod_keeps_its_payload_through_both_faults() {
 
 #[test]
 fn d_a_containerd_restart_clears_a_leaked_task() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let mut n = HygieneNode::start();
     let dir = n.host_dir("leaky");
     let pod = n.pod("leaky");

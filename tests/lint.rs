@@ -594,9 +594,9 @@ fn guard_fragments_that_break_or_name_an_unknown_device_are_reported() {
 /// owned by a subuid) is fine; a file of another uid, or group-writable, is not.
 #[test]
 fn ownership_is_judged_relative_to_the_images_owner() {
-    if !support::require_root(&[]) {
+    let Some(_root) = support::root_or_skip(&[]) else {
         return;
-    }
+    };
     let img = Image::clean();
     chown_tree(img.root(), 100_000);
     let o = img.lint(&["--warn-is-error"]);

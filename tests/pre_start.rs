@@ -49,9 +49,9 @@ fn first_start_of_a_boot(t: &TempRoot) {
 
 #[test]
 fn after_an_ha_failover_a_later_start_fails_within_the_quick_wait_and_never_mounts() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let mut vol = LoopVolume::unmounted(&t.images(), FsKind::Ext4, &l, &[]);
@@ -104,9 +104,9 @@ fn after_an_ha_failover_a_later_start_fails_within_the_quick_wait_and_never_moun
 
 #[test]
 fn a_volume_that_filled_while_the_node_ran_only_warns_on_a_later_start() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let _vol = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
@@ -135,9 +135,9 @@ fn a_volume_that_filled_while_the_node_ran_only_warns_on_a_later_start() {
 
 #[test]
 fn pre_start_typed_by_hand_on_a_live_node_writes_nothing() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let _vol = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
@@ -165,9 +165,9 @@ fn pre_start_typed_by_hand_on_a_live_node_writes_nothing() {
 
 #[test]
 fn installed_on_a_running_node_a_restart_warns_until_the_volume_passed_once_then_holds() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let mut vol = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
@@ -236,9 +236,9 @@ fn initrd_volume(sysroot: &Path, cfg: &Path) -> Outcome {
 
 #[test]
 fn the_initrd_leaves_a_volume_under_a_later_var_to_the_os_and_records_nothing() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let vol = LoopVolume::unmounted(&t.images(), FsKind::Ext4, &l, &[]);

@@ -72,9 +72,9 @@ fn stale_with_running_pod(tag: &str) -> (Node, String, support::content::Content
 
 #[test]
 fn verify_repair_force_restarts_a_stale_containerd_with_running_tasks_once() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let (n, pod, on_volume) = stale_with_running_pod("force");
     let _stranded = StrandedPod {
         id: pod.clone(),
@@ -119,9 +119,9 @@ fn verify_repair_force_restarts_a_stale_containerd_with_running_tasks_once() {
 
 #[test]
 fn verify_repair_dry_run_on_a_stale_containerd_names_the_restart_and_changes_nothing() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:dry", dead_port()));
     let restart = n.ctrd.restart_program();
     let cfg = n.config(&restart, "[sandbox]\npull = false\n");
@@ -168,9 +168,9 @@ fn verify_repair_dry_run_on_a_stale_containerd_names_the_restart_and_changes_not
 /// the default `systemctl restart`.
 #[test]
 fn a_silent_containerds_fix_fits_the_command_that_prints_it() {
-    if !require_root(&[]) {
+    let Some(_root) = root_or_skip(&[]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     t.write_containerd_config_with(Some("127.0.0.1:1/guard/pause:silent"));
     drop(std::os::unix::net::UnixListener::bind(t.socket()).unwrap());
@@ -225,9 +225,9 @@ fn a_silent_containerds_fix_fits_the_command_that_prints_it() {
 
 #[test]
 fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_restarting_nothing() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:lock", dead_port()));
     let stale_pid = n.ctrd.pid();
     let marker = n.t.path().join("restart-started");
@@ -345,9 +345,9 @@ fn entries(dir: &Path) -> Vec<String> {
 
 #[test]
 fn default_textfile_is_written_when_its_directory_exists_and_not_when_it_is_missing() {
-    if !require_root(&["unshare", "mount"]) || !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["unshare", "mount"]].concat()) else {
         return;
-    }
+    };
     // docs/fleet.md: "default /var/lib/prometheus/node-exporter/containerd-guard.prom, Debian's
     // textfile directory, written only when that directory exists".
     let t = TempRoot::new();
@@ -378,9 +378,9 @@ fn default_textfile_is_written_when_its_directory_exists_and_not_when_it_is_miss
 
 #[test]
 fn empty_textfile_writes_no_textfile_and_reports_no_metrics_warning() {
-    if !require_root(&["unshare", "mount"]) || !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["unshare", "mount"]].concat()) else {
         return;
-    }
+    };
     // docs/fleet.md: "`textfile = \"\"` turns it off" (and docs/configuration.md: "\"\" turns
     // metrics off"), even where node_exporter's directory exists.
     let t = TempRoot::new();
@@ -407,9 +407,9 @@ fn empty_textfile_writes_no_textfile_and_reports_no_metrics_warning() {
 
 #[test]
 fn require_network_holds_while_cri_reports_the_network_not_ready_and_not_otherwise() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     // The test's containerd has no CNI configuration: CRI reports NetworkReady=false.
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:net", dead_port()));
     n.import_image();
@@ -459,9 +459,9 @@ fn require_network_holds_while_cri_reports_the_network_not_ready_and_not_otherwi
 
 #[test]
 fn backoff_max_caps_the_wait_before_the_next_restart() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     // docs/configuration.md: `backoff = "10s"  # doubles after each restart`,
     // `backoff_max = "5m"`: the wait between two restarts is the doubled backoff, capped at
     // backoff_max. Here the backoff alone would be an hour; the cap makes it 2 s, well
@@ -505,9 +505,9 @@ fn backoff_max_caps_the_wait_before_the_next_restart() {
 
 #[test]
 fn hygiene_on_a_stale_containerd_never_restarts_it() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     // README: `guard hygiene` "... restores the sandbox image from the archive ...; never
     // restarts containerd" - not even a stale one (that is the boot's `guard runtime` or an
     // operator's `verify --repair`), and restores nothing into it.
@@ -551,9 +551,9 @@ fn first_mib(dev: &Path) -> Vec<u8> {
 
 #[test]
 fn volume_mount_refuses_a_device_with_no_filesystem_and_formats_nothing() {
-    if !require_root(&["losetup", "mount"]) {
+    let Some(_root) = root_or_skip(&["losetup", "mount"]) else {
         return;
-    }
+    };
     // README: "`volume.mount` ... refuses a disk without a known filesystem";
     // docs/configuration.md: "mount the device when it is not mounted yet (never formats)".
     let t = TempRoot::new();
@@ -604,9 +604,9 @@ fn volume_mount_refuses_a_device_with_no_filesystem_and_formats_nothing() {
 
 #[test]
 fn sandbox_image_override_passes_on_an_image_present_under_another_name_without_restore_or_pull() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     // docs/configuration.md: `[sandbox] image` overrides the sandbox image named in
     // containerd's config. containerd's configured image is absent; the override names one
     // that is there.
@@ -701,9 +701,9 @@ fn everything(n: &Node) -> Vec<String> {
 /// textfile exactly as they were, and names what it would do.
 #[test]
 fn every_dry_run_changes_nothing_anywhere_and_names_what_would_run() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     use containerd_guard::containerd::canary::{LABEL, NAMESPACE};
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:dry", dead_port()));
     n.import_image();

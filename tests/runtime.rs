@@ -14,9 +14,9 @@ use support::*;
 
 #[test]
 fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s1", dead_port()));
     n.import_image();
     let pid = n.ctrd.pid();
@@ -61,9 +61,9 @@ fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
 
 #[test]
 fn s02_tkgs_order_stale_detected_restarted_once_usable() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s2", dead_port()));
     // The kubelet's view before the guard: the TKGS failure.
     let before = run_pod_sandbox(&n.t.socket());
@@ -113,9 +113,9 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
 
 #[test]
 fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s3", dead_port());
     t.write_containerd_config_with(Some(&image));
@@ -157,9 +157,9 @@ fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() 
 
 #[test]
 fn s04_volume_lazily_unmounted_under_running_containerd_is_detected() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s4", dead_port()));
     n.import_image();
     run("umount", &["-l", n.t.volume_path().to_str().unwrap()]);
@@ -181,9 +181,9 @@ fn s04_volume_lazily_unmounted_under_running_containerd_is_detected() {
 
 #[test]
 fn s05_image_missing_archive_present_restored_without_pull() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:s5", dead_port()));
     let docker = n.img.write_docker(&n.t.path().join("pause.docker.tar"));
     let cfg = n.config(
@@ -213,9 +213,9 @@ fn s05_image_missing_archive_present_restored_without_pull() {
 
 #[test]
 fn s06_corrupt_archive_refused_then_pulled_from_registry() {
-    if !require_root(&["docker-registry"]) {
+    let Some(_root) = root_or_skip(&["docker-registry"]) else {
         return;
-    }
+    };
     let reg = Registry::start();
     let image = format!("127.0.0.1:{}/guard/pause:s6", reg.port);
     let n = Node::with_other_image(&image);
@@ -242,9 +242,9 @@ fn s06_corrupt_archive_refused_then_pulled_from_registry() {
 
 #[test]
 fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let image = format!("127.0.0.1:{}/guard/pause:s7", dead_port());
     let n = Node::with_other_image(&image);
     let missing = n.t.path().join("baked/pause.tar");
@@ -322,9 +322,9 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
 
 #[test]
 fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8", dead_port()));
     let extra = "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"100ms\"\n\n[hold]\ntimeout = \"3s\"\n";
     let cfg = n.config(&n.ctrd.noop_program(), extra);
@@ -404,9 +404,9 @@ fn terminal_is_the_one_answer(cfg: &Path) {
 
 #[test]
 fn s08b_backoff_holds_across_invocations() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8b", dead_port()));
     let cfg = n.config(
         &n.ctrd.noop_program(),
@@ -454,9 +454,9 @@ fn s08b_backoff_holds_across_invocations() {
 
 #[test]
 fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let sock = t.path().join("silent.sock");
     // The kernel accepts connections into the backlog; nothing ever answers.
@@ -507,9 +507,9 @@ fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
 
 #[test]
 fn s10_corrupt_state_file_means_no_budget_until_reset() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s10", dead_port()));
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
     std::fs::create_dir_all(n.t.guard_state_dir()).unwrap();
@@ -539,9 +539,9 @@ fn s10_corrupt_state_file_means_no_budget_until_reset() {
 
 #[test]
 fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s11", dead_port());
     t.write_containerd_config_with(Some(&image));
@@ -603,9 +603,9 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
 
 #[test]
 fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let image = format!("127.0.0.1:{}/guard/pause:s12", dead_port());
     t.write_containerd_config_with(Some(&image));
@@ -636,9 +636,9 @@ fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
 
 #[test]
 fn s13_no_restart_without_a_durable_record() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s13", dead_port()));
     // state_dir on a read-only filesystem: readable (empty), not writable.
     let ro = n.t.path().join("ro-state");
@@ -659,9 +659,9 @@ fn s13_no_restart_without_a_durable_record() {
 
 #[test]
 fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     t.write_containerd_config_with(None);
     std::fs::create_dir_all(t.volume_path()).unwrap();
@@ -707,9 +707,9 @@ fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
 
 #[test]
 fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s15", dead_port()));
     assert!(run_pod_sandbox(&n.t.socket()).is_err(), "stale before");
     let log = n.t.path().join("s15-restarts.log");
@@ -813,9 +813,9 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
 
 #[test]
 fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s16", dead_port()));
     let stale_pid = n.ctrd.pid();
     let marker = n.t.path().join("s16-restart-started");
@@ -942,9 +942,9 @@ fn npd(cfg: &Path, timeout: &str, journal: &support::journal::JournalTrap) -> Ou
 
 #[test]
 fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s17", dead_port()));
     // The trap works: without --npd, the missing sandbox image is journaled through it.
     let journal = support::journal::JournalTrap::new(&n.t.path().join("journal-control"));
@@ -1018,9 +1018,10 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
 
 #[test]
 fn s18_metrics_reach_prometheus_through_node_exporter() {
-    if !require_root(&["prometheus-node-exporter", "promtool"]) || !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["prometheus-node-exporter", "promtool"]].concat())
+    else {
         return;
-    }
+    };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s18", dead_port()));
     let dir = n.t.path().join("textfile");
     std::fs::create_dir_all(&dir).unwrap();
@@ -1414,9 +1415,9 @@ fn plant_in_canary_namespace(socket: &Path, pods: &[(&str, String, bool)]) -> Ve
 /// stops or removes one; each that looks at the canary names every one.
 #[test]
 fn s19_the_canary_never_touches_a_sandbox_it_did_not_make() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s19", dead_port()));
     n.import_image();
     let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");

@@ -271,9 +271,9 @@ fn sigint_while_the_state_file_is_written_leaves_it_whole(n: &Node, cfg: &Path) 
 
 #[test]
 fn sig01_a_signal_inside_a_critical_section_ends_the_guard_only_once_the_section_is_done() {
-    if !require_root(TOOLS) || !require_root(&["perl", "sleep"]) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["perl", "sleep"]].concat()) else {
         return;
-    }
+    };
     assert!(
         v1_hierarchy("freezer").is_some(),
         "needs a cgroup v1 freezer"
@@ -290,9 +290,9 @@ fn sig01_a_signal_inside_a_critical_section_ends_the_guard_only_once_the_section
 /// were handlers: `guard verify` waiting for a containerd that does not answer.
 #[test]
 fn sig02_a_signal_outside_any_section_ends_the_guard_at_once() {
-    if !require_root(&[]) {
+    let Some(_root) = root_or_skip(&[]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let cfg = t.write_guard_config_raw(&format!(
         "state_dir = \"{}\"\n\n[containerd]\nsocket = \"{}\"\nwait = \"60s\"\n",

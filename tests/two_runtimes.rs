@@ -82,9 +82,9 @@ fn runtime_with_a_pod(name: &str) -> (TempRoot, Restartable, PauseImage, PathBuf
 
 #[test]
 fn a_guard_for_one_of_two_containerds_never_restarts_the_other() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     // A: the guard's containerd (k3s-style unit), made stale: a volume mounted over its root.
     let (ta, ctrd_a, img, archive, pod_a) = runtime_with_a_pod("a");
     let vol = LoopVolume::new(

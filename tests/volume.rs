@@ -74,9 +74,9 @@ fn all_pass(o: &Outcome) {
 
 #[test]
 fn healthy_ext4_by_label_passes() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
@@ -97,9 +97,9 @@ fn healthy_ext4_by_label_passes() {
 
 #[test]
 fn healthy_ext4_by_uuid_passes() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     // Upper case in the config: UUIDs compare case-insensitively.
@@ -113,9 +113,9 @@ fn healthy_ext4_by_uuid_passes() {
 
 #[test]
 fn healthy_xfs_passes() {
-    if !require_root(&[TOOLS, &["mkfs.xfs"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["mkfs.xfs"]].concat()) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Xfs, &l, &t.volume_path());
@@ -127,9 +127,9 @@ fn healthy_xfs_passes() {
 
 #[test]
 fn device_path_form_passes() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     let dev = v.device.path.display().to_string();
@@ -140,9 +140,9 @@ fn device_path_form_passes() {
 
 #[test]
 fn partuuid_and_partlabel_on_gpt_loop_device_pass() {
-    if !require_root(&[TOOLS, &["sfdisk"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["sfdisk"]].concat()) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let img = Image::sparse(t.images().join("gpt.img"), 96 << 20);
     let partuuid = random_uuid();
@@ -188,9 +188,9 @@ fn partuuid_and_partlabel_on_gpt_loop_device_pass() {
 
 #[test]
 fn nothing_mounted_fails_after_a_bounded_wait() {
-    if !require_root(&[]) {
+    let Some(_root) = root_or_skip(&[]) else {
         return;
-    }
+    };
     let t = TempRoot::on_root_filesystem();
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let cfg = t.write_guard_config(SHORT_WAIT, "");
@@ -212,9 +212,9 @@ fn nothing_mounted_fails_after_a_bounded_wait() {
 
 #[test]
 fn a_volume_path_that_does_not_exist_is_said_to_not_exist() {
-    if !require_root(&[]) {
+    let Some(_root) = root_or_skip(&[]) else {
         return;
-    }
+    };
     let t = TempRoot::on_root_filesystem();
     assert!(!t.volume_path().exists());
     let cfg = t.write_guard_config(SHORT_WAIT, "");
@@ -255,9 +255,9 @@ fn a_sysroot_that_does_not_exist_is_a_usage_error_naming_it() {
 
 #[test]
 fn wrong_label_fails_and_names_the_label() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let mounted = label();
     let wanted = label();
@@ -274,9 +274,9 @@ fn wrong_label_fails_and_names_the_label() {
 
 #[test]
 fn uuid_mismatch_fails_and_shows_both_devices() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let mounted = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     // The expected disk exists (attached, not mounted): a different device is mounted.
@@ -300,9 +300,9 @@ fn uuid_mismatch_fails_and_shows_both_devices() {
 
 #[test]
 fn tmpfs_fails() {
-    if !require_root(&["mount", "umount"]) {
+    let Some(_root) = root_or_skip(&["mount", "umount"]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let _m = Mount::fs("tmpfs", "cg-test-tmpfs", &t.volume_path(), "size=16m");
     let cfg = t.write_guard_config(SHORT_WAIT, "");
@@ -312,9 +312,9 @@ fn tmpfs_fails() {
 
 #[test]
 fn tmpfs_passes_when_allowed() {
-    if !require_root(&["mount", "umount"]) {
+    let Some(_root) = root_or_skip(&["mount", "umount"]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let _m = Mount::fs("tmpfs", "cg-test-tmpfs", &t.volume_path(), "size=16m");
     let cfg = t.write_guard_config(&format!("allow = [\"tmpfs\"]\n{SHORT_WAIT}"), "");
@@ -323,9 +323,9 @@ fn tmpfs_passes_when_allowed() {
 
 #[test]
 fn overlay_fails() {
-    if !require_root(&["mount", "umount"]) {
+    let Some(_root) = root_or_skip(&["mount", "umount"]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let base = t.path().join("ovl");
     for d in ["lower", "upper", "work"] {
@@ -348,9 +348,9 @@ fn overlay_fails() {
 
 #[test]
 fn bind_mount_of_a_root_filesystem_directory_fails() {
-    if !require_root(&["mount", "umount"]) {
+    let Some(_root) = root_or_skip(&["mount", "umount"]) else {
         return;
-    }
+    };
     let t = TempRoot::on_root_filesystem();
     // A directory on the root filesystem (checked below).
     let src = t.path().join("on-rootfs");
@@ -383,9 +383,9 @@ fn bind_mount_of_a_root_filesystem_directory_fails() {
 
 #[test]
 fn device_that_appears_within_wait_passes() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = label();
     let at = t.volume_path();
@@ -421,9 +421,9 @@ fn device_that_appears_within_wait_passes() {
 
 #[test]
 fn device_that_never_appears_fails_after_wait() {
-    if !require_root(&[]) {
+    let Some(_root) = root_or_skip(&[]) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let l = label();
@@ -448,9 +448,9 @@ fn device_that_never_appears_fails_after_wait() {
 
 #[test]
 fn read_only_mount_fails() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::with(&t.images(), FsKind::Ext4, &l, &[], &t.volume_path(), "ro");
@@ -460,9 +460,9 @@ fn read_only_mount_fails() {
 
 #[test]
 fn ext4_errors_remount_ro_trip_fails() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = label();
     let v = LoopVolume::with(
@@ -493,9 +493,9 @@ fn statvfs(p: &Path) -> nix::sys::statvfs::Statvfs {
 
 #[test]
 fn full_volume_fails_min_free() {
-    if !require_root(&[TOOLS, &["fallocate"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["fallocate"]].concat()) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     // Fill it: leave less than 1 MiB for unprivileged writers.
@@ -522,9 +522,9 @@ fn full_volume_fails_min_free() {
 
 #[test]
 fn healthy_volume_meets_min_free() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     let cfg = t.write_guard_config(&format!("min_free = \"16MiB\"\n{SHORT_WAIT}"), "");
@@ -533,9 +533,9 @@ fn healthy_volume_meets_min_free() {
 
 #[test]
 fn too_few_free_inodes_fails_min_free_inodes() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     // A filesystem with very few inodes, most of them used.
     let v = LoopVolume::with(
@@ -572,9 +572,9 @@ fn too_few_free_inodes_fails_min_free_inodes() {
 
 #[test]
 fn hidden_data_under_the_mount_point_warns_with_its_size() {
-    if !require_root(TOOLS) {
+    let Some(_root) = root_or_skip(TOOLS) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     // An earlier boot's containerd wrote to the root filesystem's directory.
     let stale = t.volume_path().join("io.containerd.metadata.v1.bolt");
@@ -611,9 +611,9 @@ fn hidden_data_under_the_mount_point_warns_with_its_size() {
 
 #[test]
 fn containerd_already_running_fails_volume_but_not_verify() {
-    if !require_root(&[TOOLS, &["containerd", "runc"]].concat()) {
+    let Some(_root) = root_or_skip(&[TOOLS, &["containerd", "runc"]].concat()) else {
         return;
-    }
+    };
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());

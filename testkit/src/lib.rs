@@ -6,20 +6,22 @@
 //! whose `Drop` releases it (unmount, detach, kill), so a failing assertion leaves nothing
 //! behind. Nothing here sleeps to synchronise: waits poll a condition with a deadline.
 //!
-//! Use from a test file with `use testkit as support;` and start each root-only test with
-//! `if !require_root(&[...]) { return; }` ([`require_root`]: as a normal user it skips the
-//! test with one line on stderr). Resources are named uniquely (random labels, temp dirs)
+//! Use from a test file with `use testkit as support;`, naming what it uses (no glob
+//! imports), and start each root-only test with
+//! `let Some(_root) = root_or_skip(&[...]) else { return; };` ([`root_or_skip`]: as a
+//! normal user it skips the test, reported by [`Skip::report`] alone). Resources are named uniquely (random labels, temp dirs)
 //! because other engineers and parallel tests use loop devices on the same machine at the
 //! same time.
 //!
 //! ```text
-//! use testkit::*;
+//! use testkit::mounts::{FsKind, LoopVolume};
+//! use testkit::{root_or_skip, unique, Containerd, Guard, TempRoot};
 //!
 //! #[test]
 //! fn example() {
-//!     if !require_root(&["losetup", "mkfs.ext4", "containerd"]) {
+//!     let Some(_root) = root_or_skip(&["losetup", "mkfs.ext4", "containerd"]) else {
 //!         return;
-//!     }
+//!     };
 //!     let t = TempRoot::new(); // containerd config.toml with root/state/socket under a tempdir
 //!     let label = unique("cg", 8);
 //!     let _vol = LoopVolume::new(&t.images(), FsKind::Ext4, &label, &t.volume_path());
@@ -57,6 +59,7 @@ pub mod mounts;
 pub mod node;
 pub mod poll;
 pub mod runtime;
+pub mod skip;
 pub mod temproot;
 pub mod workload;
 
@@ -71,59 +74,11 @@ pub use guard_config::GuardConfig;
 pub use locks::{flock_holders, flock_is_free, KillOnDrop};
 pub use mounts::{FsKind, Image, LoopDevice, LoopVolume, Mount};
 pub use poll::poll_until;
+pub use skip::{require_root, root_or_skip, Root, Skip, SKIP_LOG_ENV, SKIP_MARKER};
 pub use temproot::TempRoot;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The marker `scripts/test` looks for: a root-only test that did not run.
-pub const SKIP_MARKER: &str = "SKIPPED (needs root):";
-
-/// Whether a root-only test should go on. Start each root-only test with
-/// `if !require_root(&[...]) { return; }`.
-///
-/// - As root: true, after checking that every tool in `tools` is there; a missing tool
-///   fails the test (panics). `tools` are executables looked up on PATH (and in /sbin,
-///   /usr/sbin); containerd's own (`containerd`, `containerd-shim-runc-v2`, `ctr`) where
-///   [`containerd_tool`] finds them.
-/// - Not root: prints one line `SKIPPED (needs root): <test> — ...` on stderr and returns
-///   false, so that a contributor's plain `cargo test` runs the unit tests and skips these.
-///   With `GUARD_REQUIRE_ROOT_TESTS=1` (set by `scripts/test`) it fails instead: a skip
-///   must never pass for a run of the whole suite.
-#[must_use = "return from the test when this is false: `if !require_root(..) { return; }`"]
-pub fn require_root(tools: &[&str]) -> bool {
-    let euid = nix::unistd::geteuid();
-    if !euid.is_root() {
-        let test = std::thread::current()
-            .name()
-            .unwrap_or("<unnamed test>")
-            .to_owned();
-        assert!(
-            std::env::var_os("GUARD_REQUIRE_ROOT_TESTS").is_none_or(|v| v != "1"),
-            "{test} needs root (euid is {euid}) and GUARD_REQUIRE_ROOT_TESTS=1 forbids \
-             skipping it: it creates loop devices, mounts and runs containerd. Run the suite \
-             with `sudo scripts/test`."
-        );
-        // Straight to fd 2, not eprintln!: the test harness captures eprintln! of a passing
-        // test, and this line must be seen. One write, so parallel tests do not interleave.
-        let line =
-            format!("{SKIP_MARKER} {test} — run the root-only tests with: sudo scripts/test\n");
-        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
-        return false;
-    }
-    for tool in tools {
-        if containerd::CONTAINERD_TOOLS.contains(tool) {
-            containerd_tool(tool); // panics, naming where it looked
-            continue;
-        }
-        assert!(
-            which(tool).is_some(),
-            "this test needs `{tool}` on PATH (or in /sbin, /usr/sbin); \
-             `sudo scripts/test` installs it"
-        );
-    }
-    true
-}
 
 /// Finds an executable on PATH, also looking in the sbin directories root normally has.
 pub fn which(tool: &str) -> Option<PathBuf> {

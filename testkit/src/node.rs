@@ -38,8 +38,8 @@ impl Node {
     /// sandbox image name written into containerd's config.
     pub fn healthy(image: &str) -> Node {
         assert!(
-            require_root(TOOLS),
-            "start the test with `if !require_root(TOOLS) {{ return; }}`"
+            require_root(TOOLS).is_ok(),
+            "start the test with `let Some(_root) = root_or_skip(TOOLS) else {{ return; }};`"
         );
         Node::healthy_in(TempRoot::new(), image)
     }
