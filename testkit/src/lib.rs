@@ -60,6 +60,7 @@ pub mod node;
 pub mod poll;
 pub mod runtime;
 pub mod skip;
+pub mod suite;
 pub mod temproot;
 pub mod workload;
 
