@@ -6,7 +6,7 @@
 use testkit as support;
 
 use std::path::{Path, PathBuf};
-use support::*;
+use support::{root_or_skip, run, unique, FsKind, Guard, LoopVolume, Outcome, TempRoot};
 
 const TOOLS: &[&str] = &["losetup", "mkfs.btrfs", "mount", "umount"];
 

@@ -10,10 +10,10 @@ use containerd_guard::containerd::canary::NAMESPACE;
 use std::path::Path;
 use std::time::Duration;
 use support::cri::sandboxes_in;
-use support::node::*;
-use support::runtime::*;
+use support::node::{has_finding, runtime, Node, TOOLS};
+use support::runtime::{block_on, dead_port};
 use support::workload::ctr_k8s_ok;
-use support::*;
+use support::{poll_until, root_or_skip, Guard, Outcome};
 
 fn node(tag: &str) -> Node {
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));

@@ -6,9 +6,9 @@
 use testkit as support;
 
 use std::path::Path;
-use support::node::*;
-use support::runtime::*;
-use support::*;
+use support::node::{Node, TOOLS};
+use support::runtime::dead_port;
+use support::{root_or_skip, Guard, TempRoot};
 
 /// A directory `guard lint --root` accepts: one systemd unit, so it prints findings.
 fn image_root(t: &TempRoot) -> String {

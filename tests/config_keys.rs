@@ -4,7 +4,7 @@
 
 use containerd_guard::config::{apply_fragment, Settings, KEYS};
 use std::path::Path;
-use support::*;
+use support::{Guard, TempRoot};
 use testkit as support;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/config");

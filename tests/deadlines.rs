@@ -9,7 +9,9 @@ use testkit as support;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::*;
+use support::{
+    flock_is_free, random_uuid, root_or_skip, unique, FsKind, Guard, LoopVolume, Mount, TempRoot,
+};
 
 const TOOLS: &[&str] = &["losetup", "mkfs.ext4", "mount", "umount"];
 

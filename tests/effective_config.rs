@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::node::*;
-use support::runtime::*;
-use support::*;
+use support::node::{has_finding, runtime, Node, TOOLS};
+use support::runtime::dead_port;
+use support::{containerd_tool, poll_until, root_or_skip, Guard, KillOnDrop, TempRoot};
 use testkit as support;
 
 /// Rewrites `t`'s containerd config so that everything but the version comes from

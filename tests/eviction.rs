@@ -5,9 +5,9 @@
 use testkit as support;
 
 use std::path::Path;
-use support::node::*;
-use support::runtime::*;
-use support::*;
+use support::node::{runtime, Node, TOOLS};
+use support::runtime::dead_port;
+use support::{root_or_skip, Guard};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kubelet");
 

@@ -9,8 +9,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::bounded;
-use support::node::*;
-use support::*;
+use support::node::{Node, TOOLS};
+use support::{poll_until, root_or_skip, Guard};
 
 /// Runs `f`, which must panic, and returns its panic message.
 fn panic_message(f: impl FnOnce()) -> String {

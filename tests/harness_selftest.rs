@@ -6,9 +6,13 @@ use testkit as support;
 
 use std::path::Path;
 use std::time::Duration;
-use support::node::*;
+use support::node::{Node, TOOLS};
 use support::runtime;
-use support::*;
+use support::{
+    bounded, containerd_tool, copy_executable, is_mount_point, poll_until, root_or_skip, run,
+    run_exe, unique, workload, write_executable, Containerd, ContentSnapshot, FsKind, Guard,
+    LoopVolume, TempRoot,
+};
 
 #[test]
 fn loop_volume_mounts_and_cleans_up() {

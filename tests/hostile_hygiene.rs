@@ -4,10 +4,10 @@
 use testkit as support;
 
 use std::path::{Path, PathBuf};
-use support::node::*;
-use support::runtime::*;
+use support::node::{runtime, Node};
+use support::root_or_skip;
+use support::runtime::{dead_port, sha256, tar, PauseImage, MT_MANIFEST};
 use support::workload::{ctr_import, ctr_k8s_ok, LockerImage};
-use support::*;
 
 const R_TOOLS: &[&str] = &["containerd", "ctr", "runc", "mkfs.ext4", "gcc"];
 

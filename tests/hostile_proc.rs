@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::locks::pid_alive;
-use support::node::*;
-use support::*;
+use support::node::{Node, TOOLS};
+use support::{copy_executable, poll_until, root_or_skip, run, Guard, Outcome};
 use testkit as support;
 
 /// The most memory one guard run may use among hostile processes. Most of it is the

@@ -9,8 +9,8 @@ use testkit as support;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use support::node::{runtime, Node, TOOLS};
-use support::runtime::*;
-use support::*;
+use support::runtime::{dead_port, PauseImage, Restartable};
+use support::{root_or_skip, run, run_quiet, unique, FsKind, Guard, LoopVolume, Outcome, TempRoot};
 
 fn shown(p: &Path) -> String {
     p.display().to_string()

@@ -11,10 +11,13 @@ use testkit as support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::hygiene::*;
+use support::hygiene::{
+    cgroup_procs, ctr_task, kill_cgroup_tree, lock_holders, make_leaked_task, make_orphan, ppid,
+    probe_lock, remove_cgroup_tree, task_delete, task_get,
+};
 use support::locks::pid_alive;
-use support::workload::*;
-use support::*;
+use support::workload::{ctr_k8s_ok, HygieneNode, Pod};
+use support::{poll_until, root_or_skip};
 
 const TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc"];
 const WAIT: Duration = Duration::from_secs(30);

@@ -10,7 +10,9 @@ use testkit as support;
 use containerd_guard::host::mountinfo::MountTable;
 use std::path::Path;
 use std::time::Duration;
-use support::*;
+use support::{
+    root_or_skip, unique, Containerd, FsKind, Guard, LoopVolume, Mount, Outcome, TempRoot,
+};
 
 const TOOLS: &[&str] = &["losetup", "mkfs.ext4", "mount", "umount", "containerd"];
 

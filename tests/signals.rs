@@ -20,7 +20,7 @@ use support::hygiene::{cgroup_hierarchies, remove_cgroup_tree, v1_hierarchy};
 use support::node::{Node, TOOLS};
 use support::runtime::{block_on, dead_port};
 use support::workload::pod_cgroup;
-use support::*;
+use support::{guard_bin, poll_until, random_uuid, root_or_skip, unique, Guard, TempRoot};
 
 const WAIT: Duration = Duration::from_secs(30);
 /// A guard told to end must be gone within this long once its section is done.

@@ -5,9 +5,9 @@
 
 use containerd_guard::host::{proc, Host};
 use std::path::{Path, PathBuf};
-use support::node::*;
-use support::runtime::*;
-use support::*;
+use support::node::{Node, TOOLS};
+use support::runtime::{dead_port, remove_pod_sandbox, start_pod_sandbox, PauseImage, Restartable};
+use support::{root_or_skip, unique, write_executable, FsKind, Guard, LoopVolume, TempRoot};
 use testkit as support;
 
 /// A cgroup named like a systemd unit in the `name=systemd` hierarchy; on drop its

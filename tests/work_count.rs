@@ -13,8 +13,8 @@ use testkit as support;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use support::workload::*;
-use support::*;
+use support::workload::{HygieneNode, Pod};
+use support::{root_or_skip, Guard};
 
 const TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc", "strace"];
 const WAIT: Duration = Duration::from_secs(30);
