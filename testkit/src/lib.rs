@@ -37,7 +37,7 @@
 //! Hygiene faults (a leaked task, an orphaned payload holding a `flock`) are made for real
 //! by [`hygiene`] on a [`workload::HygieneNode`] (CRI on runc/cgroupfs, a `locker` payload
 //! image, kubelet-like [`workload::Pod`]s in `/kubepods/besteffort/pod<uid>`); see
-//! `tests/hygiene_harness.rs`.
+//! `testkit/tests/hygiene_harness.rs`.
 //!
 //! `scripts/test` points `TMPDIR` at a per-run directory and sweeps it afterwards, so a
 //! leak (a mount, loop device or containerd under it) fails the run and is cleaned up.
