@@ -368,7 +368,7 @@ fn attr_out(node: u64) -> Vec<u8> {
 }
 
 /// A process holding the FUSE file open (as its stdin) inside a kubelet container cgroup
-/// whose container no containerd knows: an orphan candidate, as `tests/hygiene.rs` h02
+/// whose container no containerd knows: an orphan candidate, as `tests/hygiene_orphans.rs` h02
 /// makes one, without a pod. Killed and its cgroup removed on drop.
 struct Holder {
     child: std::process::Child,

@@ -22,7 +22,7 @@ const DEFAULT_TEXTFILE_PARENT: &str = "/var/lib/prometheus";
 fn with_prometheus_dir(dir: &Path) -> Vec<String> {
     assert!(
         Path::new(DEFAULT_TEXTFILE_PARENT).is_dir(),
-        "{DEFAULT_TEXTFILE_PARENT} is missing: install prometheus-node-exporter (tests/runtime.rs s18 needs it too)"
+        "{DEFAULT_TEXTFILE_PARENT} is missing: install prometheus-node-exporter (tests/gate_reports.rs s18 needs it too)"
     );
     let script = format!(
         "mount --bind '{}' {DEFAULT_TEXTFILE_PARENT} && exec \"$0\" \"$@\"",

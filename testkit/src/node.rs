@@ -1,5 +1,5 @@
-//! A phase-2 test node on real components, shared by tests/runtime.rs and
-//! tests/faults_runtime.rs: containerd on a temp tree's paths (restartable through a
+//! A phase-2 test node on real components, shared by tests/gate_*.rs and
+//! tests/faults_*.rs: containerd on a temp tree's paths (restartable through a
 //! restart program), a loop-mounted ext4 volume at its root, a pause image built here.
 
 use super::runtime::*;
