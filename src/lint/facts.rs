@@ -14,6 +14,16 @@ use crate::host::units::{self, Unit};
 use crate::host::CONFIG_DIRS;
 use std::path::{Path, PathBuf};
 
+/// The cloud-init units that run `disk_setup`, `fs_setup` and `mounts`: `cloud-init.service`
+/// before cloud-init 24.3; from 24.3 on, `cloud-init-main.service` (one process for every
+/// stage; it says READY before the first stage starts) and `cloud-init-network.service`,
+/// the stage that mounts, which ends when that process has finished the stage.
+pub const CLOUD_INIT_UNITS: [&str; 3] = [
+    "cloud-init.service",
+    "cloud-init-main.service",
+    "cloud-init-network.service",
+];
+
 /// Config files (fstab, cloud-init, TOML) are small; a bigger one is not read.
 const TEXT_CAP: u64 = 1 << 20;
 /// The lint's budget for unit files and cloud-init's configs: a node image has a few
@@ -45,8 +55,9 @@ pub struct Image {
     pub cloud_final: Loaded,
     /// Each `k3s*`/`rke2*` unit (they run containerd themselves), for the kill-mode rules.
     pub other_runtimes: Vec<Unit>,
-    /// cloud-init's own unit is in the image.
-    pub cloud_init_installed: bool,
+    /// The cloud-init units of [`CLOUD_INIT_UNITS`] that are in the image (one with
+    /// cloud-init before 24.3, two from 24.3 on, none without cloud-init).
+    pub cloud_init_units: Vec<&'static str>,
     /// containerd's root: the volume.
     pub volume: PathBuf,
     pub mount_unit_name: String,
@@ -108,21 +119,26 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
     let containerd = load("containerd.service");
     let kubelet = load("kubelet.service");
     let cloud_final = load("cloud-final.service");
-    let cloud_init = load("cloud-init.service");
+    let cloud_init: Vec<_> = CLOUD_INIT_UNITS.iter().map(|&n| (n, load(n))).collect();
     let mount_unit = load(&mount_unit_name);
     let named = [
         ("containerd.service", &containerd),
         ("kubelet.service", &kubelet),
         ("cloud-final.service", &cloud_final),
-        ("cloud-init.service", &cloud_init),
     ];
     let mut scan = Scan::default();
-    for (name, loaded) in named {
+    let cloud_named = cloud_init.iter().map(|(n, l)| (*n, l));
+    for (name, loaded) in named.into_iter().chain(cloud_named) {
         if let Ok(Some(u)) = loaded {
             scan.keep(name, u);
         }
     }
-    scan_services(tree, &named.map(|(n, _)| n), &mut budget, &mut scan);
+    let done: Vec<&str> = named
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(CLOUD_INIT_UNITS)
+        .collect();
+    scan_services(tree, &done, &mut budget, &mut scan);
     let archives = archives(tree, &guard.settings, &containerd_config);
     let clouds = clouds(tree, &mut budget);
     Image {
@@ -131,7 +147,11 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         kubeadm_units: scan.kubeadm_units,
         cloud_final,
         other_runtimes: scan.other_runtimes,
-        cloud_init_installed: matches!(cloud_init, Ok(Some(_))),
+        cloud_init_units: cloud_init
+            .iter()
+            .filter(|(_, loaded)| matches!(loaded, Ok(Some(_))))
+            .map(|(name, _)| *name)
+            .collect(),
         volume,
         mount_unit,
         mount_unit_name,

@@ -2,7 +2,7 @@
 //! and proven, and kubelet (and kubeadm) only after the runtime gate? One pure function
 //! per finding, from the image's facts.
 
-use super::facts::{Image, Loaded};
+use super::facts::{Image, Loaded, CLOUD_INIT_UNITS};
 use super::order::{self, MountDecl};
 use super::timeouts;
 use crate::checks::kill_mode;
@@ -10,7 +10,6 @@ use crate::host::units::{self, Unit};
 use crate::report::{Finding, Id, Status};
 
 const CONTAINERD_DROPIN: &str = "containerd.service.d/10-containerd-guard.conf";
-const CLOUD_INIT_UNITS: [&str; 2] = ["cloud-init.service", "cloud-init-network.service"];
 
 /// containerd's unit, or the finding that says why there is none to judge.
 fn containerd(image: &Image, id: Id) -> Result<&Unit, Finding> {
@@ -128,7 +127,7 @@ pub fn containerd_order(image: &Image) -> Finding {
     )
     .evidence(why)
     .remedy(format!(
-        "keep the guard's drop-in (After={mount} local-fs.target cloud-init.service) in \
+        "keep the guard's drop-in (After={mount}, local-fs.target and cloud-init's units) in \
          effect (no mask, no empty After= after it), or add After={mount} to \
          containerd.service"
     ))
@@ -312,29 +311,59 @@ fn cloud_init_order(image: &Image) -> Finding {
         Ok(Some(cd)) => cd,
         _ => return Finding::skip(id, "no containerd.service to judge (lint.guard-dropin)"),
     };
-    let after = CLOUD_INIT_UNITS
+    let after = |u: &&str| order::names_unit(cd, "After", u);
+    let (wanted, unknown) = match image.cloud_init_units.as_slice() {
+        [] => (&CLOUD_INIT_UNITS[..], true),
+        installed => (installed, false),
+    };
+    // Without cloud-init in the image (the user data's cloud-init is of another image),
+    // waiting for any of its units will do; with it, for each of its units that mounts.
+    let ordered: Vec<_> = wanted.iter().filter_map(after).collect();
+    let missing: Vec<&str> = wanted
         .iter()
-        .find_map(|u| order::names_unit(cd, "After", u));
-    match (after, touching.first()) {
-        (Some(a), _) if image.cloud_init_installed || !touching.is_empty() => Finding::pass(
+        .copied()
+        .filter(|u| after(u).is_none())
+        .collect();
+    let waits = match unknown {
+        true => !ordered.is_empty(),
+        false => missing.is_empty(),
+    };
+    match (waits, touching.first()) {
+        (true, _) if !unknown || !touching.is_empty() => {
+            let names: Vec<&str> = wanted
+                .iter()
+                .copied()
+                .filter(|u| after(u).is_some())
+                .collect();
+            let f = Finding::pass(
+                id,
+                format!(
+                    "containerd.service waits for cloud-init ({})",
+                    names.join(", ")
+                ),
+            );
+            ordered.iter().fold(f, |f, a| f.evidence(a.place()))
+        }
+        (false, Some(place)) => Finding::fail(
             id,
-            format!("containerd.service waits for cloud-init ({})", a.value),
-        )
-        .evidence(a.place()),
-        (None, Some(place)) => Finding::fail(
-            id,
-            "cloud-init mounts or formats the volume, and containerd does not wait for it",
+            format!(
+                "cloud-init mounts or formats the volume, and containerd does not wait for {}",
+                missing.join(", ")
+            ),
         )
         .evidence(place.clone())
-        .evidence(why_unordered(cd, CLOUD_INIT_UNITS[0]))
-        .remedy(cloud_remedy()),
-        (None, None) if image.cloud_init_installed && image.user_data.is_none() => Finding::warn(
+        .evidence(why_unordered(cd, missing[0]))
+        .remedy(cloud_remedy(&missing)),
+        (false, None) if !unknown && image.user_data.is_none() => Finding::warn(
             id,
-            "cloud-init is in the image and containerd does not wait for it: user data \
-             that mounts the disk would mount it after containerd started",
+            format!(
+                "cloud-init is in the image and containerd does not wait for {}: user data \
+                 that mounts the disk would mount it after containerd started",
+                missing.join(", ")
+            ),
         )
-        .evidence(why_unordered(cd, CLOUD_INIT_UNITS[0]))
-        .remedy(cloud_remedy()),
+        .evidence(why_unordered(cd, missing[0]))
+        .remedy(cloud_remedy(&missing)),
         _ => Finding::pass(
             id,
             "no cloud-init in the image or the user data: nothing mounts the disk late",
@@ -342,9 +371,12 @@ fn cloud_init_order(image: &Image) -> Finding {
     }
 }
 
-fn cloud_remedy() -> &'static str {
-    "keep the guard's containerd drop-in (After=cloud-init.service) in effect, or add \
-     After=cloud-init.service to containerd.service"
+fn cloud_remedy(missing: &[&str]) -> String {
+    format!(
+        "keep the guard's containerd drop-in ({CONTAINERD_DROPIN}, which orders it after \
+         every cloud-init unit that mounts) in effect, or add After={} to containerd.service",
+        missing.join(" ")
+    )
 }
 
 /// `FILE:LINE` of each cloud-init entry that mounts the volume or formats the guard's disk.
