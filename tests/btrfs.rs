@@ -11,10 +11,11 @@ use support::{root_or_skip, run, unique, FsKind, Guard, LoopVolume, Outcome, Tem
 const TOOLS: &[&str] = &["losetup", "mkfs.btrfs", "mount", "umount"];
 
 fn config(t: &TempRoot, device: &str) -> PathBuf {
-    t.write_guard_config(
-        &format!("device = \"{device}\"\nfstypes = [\"btrfs\"]\nwait = \"300ms\""),
-        "",
-    )
+    t.write_guard_config_with(|c| {
+        c.volume_device(device)
+            .volume_fstypes(&["btrfs"])
+            .volume_wait("300ms")
+    })
 }
 
 /// `guard --json volume`, asserting the exit code and `volume.device`'s status.

@@ -13,7 +13,7 @@ use support::cri::sandboxes_in;
 use support::node::{has_finding, runtime, Node, TOOLS};
 use support::runtime::{block_on, dead_port};
 use support::workload::ctr_k8s_ok;
-use support::{poll_until, root_or_skip, Guard, Outcome};
+use support::{poll_until, root_or_skip, Guard, GuardConfig, Outcome};
 
 fn node(tag: &str) -> Node {
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
@@ -21,11 +21,8 @@ fn node(tag: &str) -> Node {
     n
 }
 
-fn config(n: &Node, extra: &str) -> std::path::PathBuf {
-    n.config(
-        &n.ctrd.restart_program(),
-        &format!("[sandbox]\npull = false\n{extra}"),
-    )
+fn config(n: &Node, adjust: impl FnOnce(GuardConfig) -> GuardConfig) -> std::path::PathBuf {
+    n.config_with(&n.ctrd.restart_program(), |c| adjust(c.sandbox_pull(false)))
 }
 
 fn deep(cfg: &Path) -> Outcome {
@@ -110,7 +107,7 @@ fn c01_a_healthy_node_makes_and_removes_the_canary_leaving_nothing() {
         return;
     };
     let n = node("c1");
-    let cfg = config(&n, "");
+    let cfg = config(&n, |c| c);
     let snapshots = snapshot_count(&n);
     let out = deep(&cfg);
     out.expect(0, "runtime.can-create", "pass")
@@ -135,10 +132,10 @@ fn c01_a_healthy_node_makes_and_removes_the_canary_leaving_nothing() {
     );
     // the runtime gate ends with it; [canary] enabled = false takes it out
     runtime(&cfg).expect(0, "runtime.can-create", "pass");
-    let off = runtime(&config(&n, "[canary]\nenabled = false\n"));
+    let off = runtime(&config(&n, |c| c.canary_enabled(false)));
     assert!(!has_finding(&off, "runtime.can-create"), "{}", off.dump());
     // --deep runs it whatever `enabled` says; NPD never makes pods
-    deep(&config(&n, "[canary]\nenabled = false\n")).expect(0, "runtime.can-create", "pass");
+    deep(&config(&n, |c| c.canary_enabled(false))).expect(0, "runtime.can-create", "pass");
     let npd = Guard::with_config(&cfg).run(&["verify", "--npd", "--deep"]);
     assert_eq!(npd.code, 2, "--npd --deep is a usage error: {}", npd.dump());
     assert_eq!(n.ctrd.restarts(), 0);
@@ -151,7 +148,7 @@ fn c02_a_full_volume_fails_the_canary_alone_with_the_default_config() {
         return;
     };
     let n = node("c2");
-    let cfg = config(&n, "");
+    let cfg = config(&n, |c| c);
     let filler = n.t.volume_path().join("filler");
     support::mounts::fill(&filler);
     // Only the canary sees it with the default config: an unnamed temporary file needs an
@@ -178,7 +175,7 @@ fn c03_a_volume_read_only_after_a_filesystem_error_fails_the_canary() {
         return;
     };
     let n = node("c3");
-    let cfg = config(&n, "");
+    let cfg = config(&n, |c| c);
     let volume = n.t.volume_path();
     let remount = std::process::Command::new("mount")
         .args(["-o", "remount,errors=remount-ro"])
@@ -200,7 +197,7 @@ fn c04_an_immutable_snapshot_directory_fails_the_canary_and_nothing_else() {
         return;
     };
     let n = node("c4");
-    let cfg = config(&n, "[hold]\ntimeout = \"3s\"\n");
+    let cfg = config(&n, |c| c.hold_timeout("3s"));
     let snapshots =
         n.t.volume_path()
             .join("io.containerd.snapshotter.v1.overlayfs/snapshots");
@@ -259,7 +256,7 @@ fn c05_a_killed_guards_canary_is_removed_by_the_next_runtime_and_a_running_ones_
     };
     use support::grpc_proxy::DelayProxy;
     let n = node("c5");
-    let cfg = config(&n, "");
+    let cfg = config(&n, |c| c);
     let socket = n.t.socket();
     let stop = "/runtime.v1.RuntimeService/StopPodSandbox";
     let proxy = DelayProxy::start(
@@ -343,12 +340,12 @@ fn c06_a_canary_cut_off_by_its_timeout_leaves_nothing_after_the_cleanup() {
         return;
     };
     let n = node("c6");
-    let out = deep(&config(&n, "[canary]\ntimeout = \"1ms\"\n"));
+    let out = deep(&config(&n, |c| c.canary_timeout("1ms")));
     out.expect(1, "runtime.can-create", "fail")
         .mentions("runtime.can-create", &["within 1ms"]);
     // containerd may finish the sandbox after the guard stopped waiting: the cleanup, or
     // the next repairing run's sweep (its record proves it), removes it and the record
-    let next = runtime(&config(&n, ""));
+    let next = runtime(&config(&n, |c| c));
     next.expect(0, "runtime.can-create", "pass");
     let listed = block_on("CRI ListPodSandbox", sandboxes_in(&n.t.socket(), NAMESPACE));
     assert_eq!(listed, Ok(vec![]), "{}", next.dump());

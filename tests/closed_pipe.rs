@@ -57,10 +57,9 @@ fn every_command_ends_quietly_when_its_output_pipe_is_closed() {
     };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:pipe", dead_port()));
     n.import_image();
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        "[sandbox]\npull = false\n\n[canary]\nenabled = false\n",
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull(false).canary_enabled(false)
+    });
     let g = Guard::with_config(&cfg);
     let root = image_root(&n.t);
     let commands: &[&[&str]] = &[

@@ -423,7 +423,7 @@ fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_
     };
     let _alone = alone();
     let n = support::workload::HygieneNode::start();
-    let cfg = n.t.write_guard_config("", "");
+    let cfg = n.t.write_guard_config();
     let mut fuse = HungFuse::mount(&n.t.path().join("fuse"));
     let holder = Holder::start(&fuse.file());
     fuse.stop_answering();
@@ -454,7 +454,7 @@ fn an_orphan_holding_a_file_on_a_hung_fuse_mount_is_not_killed_and_hygiene_ends_
         assert!(flock_is_free(&lock), "{run}: the repair lock is still held");
     }
     // Phase 2 looks at orphans too (a warning there): it is usable within its bound.
-    let cfg = n.t.write_guard_config("", "[hold]\ntimeout = \"30s\"\n");
+    let cfg = n.t.write_guard_config_with(|c| c.hold_timeout("30s"));
     let out = Guard::with_config(&cfg)
         .spawn(&["--json", "runtime"])
         .finish(BOUND);
@@ -500,11 +500,11 @@ fn a_cri_call_that_hangs_while_the_others_answer_is_named_within_its_own_bound()
     n.import_image();
     let upstream = n.t.socket();
     let through = |proxy: &DelayProxy| {
-        let socket = format!("[containerd]\nsocket = \"{}\"\n", proxy.socket.display());
-        let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
-        let text = std::fs::read_to_string(&cfg)
-            .unwrap()
-            .replacen("[containerd]\n", &socket, 1);
+        let text = n
+            .guard_config(&n.ctrd.restart_program())
+            .sandbox_pull(false)
+            .containerd_socket(&proxy.socket)
+            .render();
         let cfg = n.t.path().join(format!(
             "guard-{}.toml",
             proxy.socket.file_name().unwrap().to_string_lossy()

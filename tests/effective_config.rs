@@ -45,7 +45,7 @@ fn a_containerd_configured_through_imports_is_found_where_its_imports_put_it() {
     let image = format!("127.0.0.1:{}/guard/pause:imports", dead_port());
     let n = Node::healthy_prepared(TempRoot::new(), &image, split_into_imports);
     n.import_image();
-    let cfg = n.config(&n.ctrd.noop_program(), "");
+    let cfg = n.config(&n.ctrd.noop_program());
     // Phase 2 talks to the socket the import names and judges the root it names.
     // (Its checks, not the node's verdict: other tests' pods on this machine may be judged.)
     let out = Guard::with_config(&cfg).run(&["--json", "verify"]);
@@ -92,7 +92,7 @@ fn a_containerd_whose_root_flag_overrides_its_config_is_said_not_restarted() {
         Duration::from_secs(30),
         || std::os::unix::net::UnixStream::connect(n.t.socket()).ok(),
     );
-    let cfg = n.config(&n.ctrd.noop_program(), "");
+    let cfg = n.config(&n.ctrd.noop_program());
     let out = Guard::with_config(&cfg).run(&["--json", "verify", "--repair"]);
     assert_eq!(out.status("runtime.stale"), "warn", "{}", out.dump());
     out.mentions(
@@ -138,7 +138,7 @@ fn a_snapshotter_directory_symlinked_inside_the_root_is_judged_current() {
                 .then_some(())
         },
     );
-    let cfg = n.config(&n.ctrd.restart_program(), "");
+    let cfg = n.config(&n.ctrd.restart_program());
     let out = runtime(&cfg);
     out.expect(0, "runtime.stale", "pass");
     // Both databases are judged: the metadata and the snapshotter's through its link.

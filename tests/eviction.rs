@@ -7,7 +7,7 @@ use testkit as support;
 use std::path::Path;
 use support::node::{runtime, Node, TOOLS};
 use support::runtime::dead_port;
-use support::{root_or_skip, Guard};
+use support::{root_or_skip, Guard, GuardConfig};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kubelet");
 
@@ -18,16 +18,21 @@ fn node() -> Node {
 }
 
 /// The guard's config with `[kubelet] config` naming a copy of `fixture` (or `text`).
-fn with_kubelet_config(n: &Node, name: &str, text: &str, extra: &str) -> std::path::PathBuf {
+fn with_kubelet_config(
+    n: &Node,
+    name: &str,
+    text: &str,
+    adjust: impl FnOnce(GuardConfig) -> GuardConfig,
+) -> std::path::PathBuf {
     let file = n.t.path().join(name);
     std::fs::write(&file, text).unwrap();
-    n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "[sandbox]\npull = false\n[canary]\nenabled = false\n[kubelet]\nconfig = \"{}\"\n{extra}",
-            file.display()
-        ),
-    )
+    n.config_with(&n.ctrd.restart_program(), |c| {
+        adjust(
+            c.sandbox_pull(false)
+                .canary_enabled(false)
+                .kubelet_config(&file),
+        )
+    })
 }
 
 fn fixture(name: &str) -> String {
@@ -40,7 +45,12 @@ fn e01_a_partial_eviction_hard_leaves_the_volume_uncovered_and_says_what_to_add(
         return;
     };
     let n = node();
-    let defaults = with_kubelet_config(&n, "defaults.yaml", &fixture("kubeadm-defaults.yaml"), "");
+    let defaults = with_kubelet_config(
+        &n,
+        "defaults.yaml",
+        &fixture("kubeadm-defaults.yaml"),
+        |c| c,
+    );
     let out = Guard::with_config(&defaults).run(&["--json", "verify"]);
     out.expect(0, "volume.eviction", "pass").mentions(
         "volume.eviction",
@@ -52,7 +62,7 @@ fn e01_a_partial_eviction_hard_leaves_the_volume_uncovered_and_says_what_to_add(
         &n,
         "partial.yaml",
         &fixture("partial-eviction-hard.yaml"),
-        "",
+        |c| c,
     );
     let out = Guard::with_config(&partial).run(&["--json", "verify"]);
     // a warning: the node is usable
@@ -66,18 +76,15 @@ fn e01_a_partial_eviction_hard_leaves_the_volume_uncovered_and_says_what_to_add(
     );
     runtime(&partial).expect(0, "volume.eviction", "warn");
     // no configuration yet (before kubeadm joins the node): nothing to judge
-    let missing = n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "[sandbox]\npull = false\n[kubelet]\nconfig = \"{}\"\n",
-            n.t.path().join("absent.yaml").display()
-        ),
-    );
+    let missing = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull(false)
+            .kubelet_config(n.t.path().join("absent.yaml"))
+    });
     Guard::with_config(&missing)
         .run(&["--json", "verify"])
         .expect(0, "volume.eviction", "skip");
     // a hostile file is refused naming it, the rest of verify goes on
-    let broken = with_kubelet_config(&n, "broken.yaml", "evictionHard: [oops\n", "");
+    let broken = with_kubelet_config(&n, "broken.yaml", "evictionHard: [oops\n", |c| c);
     Guard::with_config(&broken)
         .run(&["--json", "verify"])
         .expect(0, "volume.eviction", "warn")
@@ -97,7 +104,7 @@ fn e02_verify_warns_when_free_space_nears_kubelets_image_threshold() {
         "evictionHard:\n  imagefs.available: \"{}%\"\n  imagefs.inodesFree: \"5%\"\n",
         (free - 2.0).floor()
     );
-    let cfg = with_kubelet_config(&n, "near.yaml", &near, "");
+    let cfg = with_kubelet_config(&n, "near.yaml", &near, |c| c);
     let out = Guard::with_config(&cfg).run(&["--json", "verify"]);
     out.expect(0, "volume.free-space", "warn").mentions(
         "volume.free-space",
@@ -108,7 +115,7 @@ fn e02_verify_warns_when_free_space_nears_kubelets_image_threshold() {
     );
     assert_eq!(out.status("volume.eviction"), "pass", "{}", out.dump());
     // with no margin it passes again; phase 1 before containerd never reads kubelet's file
-    let cfg = with_kubelet_config(&n, "near.yaml", &near, "[volume]\nwarn_margin = 0\n");
+    let cfg = with_kubelet_config(&n, "near.yaml", &near, |c| c.volume_warn_margin(0));
     Guard::with_config(&cfg)
         .run(&["--json", "verify"])
         .expect(0, "volume.free-space", "pass");

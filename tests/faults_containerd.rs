@@ -50,10 +50,11 @@ fn containerd_missing_is_started_by_the_restart_command_once() {
     let before = n.content();
     n.ctrd.stop();
     let _ = std::fs::remove_file(n.t.socket());
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 1\n\n[hold]\ntimeout = \"60s\"\n",
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull(false)
+            .remediation_restart_budget(1)
+            .hold_timeout("60s")
+    });
     let out = runtime(&cfg);
     // No process and no socket is "not answering": the restart command starts it.
     out.expect(0, "remedy.restart", "pass")
@@ -203,10 +204,9 @@ fn containerd_slow_to_start_is_waited_for_without_a_restart() {
     let before = n.content();
     n.ctrd.stop();
     let _ = std::fs::remove_file(n.t.socket());
-    let cfg = n.config(
-        &n.ctrd.noop_program(),
-        "[sandbox]\npull = false\n\n[hold]\ntimeout = \"60s\"\n",
-    );
+    let cfg = n.config_with(&n.ctrd.noop_program(), |c| {
+        c.sandbox_pull(false).hold_timeout("60s")
+    });
     let running = Guard::with_config(&cfg)
         .arg("-v")
         .spawn(&["--json", "runtime"]);
@@ -397,14 +397,12 @@ fn volume_unmounted_while_runtime_holds_is_seen_as_stale_and_nothing_is_lost() {
     let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:umnt", dead_port()));
     let before = n.content_with_other_image();
     let corrupt = n.oci_archive(true);
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "[sandbox]\narchives = [\"{}\"]\npull = false\n\n[remediation]\nrestart_budget = 1\n\n\
-             [hold]\ntimeout = \"15s\"\n",
-            corrupt.display()
-        ),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&corrupt])
+            .sandbox_pull(false)
+            .remediation_restart_budget(1)
+            .hold_timeout("15s")
+    });
     let running = Guard::with_config(&cfg).spawn(&["--json", "runtime"]);
     // The guard has refused the archive (recorded in its state file): it holds now.
     poll_until("the guard to hold", Duration::from_secs(20), || {
@@ -446,7 +444,8 @@ fn device_vanishing_during_the_wait_fails_after_the_wait_and_formats_nothing() {
     let l = unique("cg", 8);
     let img = Image::formatted(t.images().join("vanish.img"), FsKind::Ext4, &l, None, &[]);
     let lo = img.attach();
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\nwait = \"8s\""), "");
+    let cfg =
+        t.write_guard_config_with(|c| c.volume_device(&format!("LABEL={l}")).volume_wait("8s"));
     let sum_before = superblocks(&t.images().join("vanish.img"));
     let mut running = Guard::with_config(&cfg).spawn(&["--json", "volume"]);
     // The device is there, not mounted: the guard waits for the mount.

@@ -95,13 +95,11 @@ fn archive_is_refused(tag: &str, build: impl FnOnce(&PauseImage, &Path) -> Vec<S
     let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
     let archive = n.t.path().join(format!("pause-{tag}.tar"));
     let reason = build(&n.img, &archive);
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "[sandbox]\narchives = [\"{}\"]\npull = false\n\n[hold]\ntimeout = \"3s\"\n",
-            archive.display()
-        ),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&archive])
+            .sandbox_pull(false)
+            .hold_timeout("3s")
+    });
     let images_before = images(&n);
     let before = n.content_with_other_image();
     let io = n.t.path().join("guard.io");
@@ -308,10 +306,11 @@ fn registry_that_never_answers_is_bounded_by_the_pull_timeout() {
     let port = silent.local_addr().unwrap().port();
     let image = format!("127.0.0.1:{port}/guard/pause:slowreg");
     let n = Node::with_other_image(&image);
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        "[sandbox]\npull_attempts = 2\npull_timeout = \"3s\"\n\n[hold]\ntimeout = \"10s\"\n",
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull_attempts(2)
+            .sandbox_pull_timeout("3s")
+            .hold_timeout("10s")
+    });
     let before = n.content_with_other_image();
     let out = runtime(&cfg);
     println!("silent registry: guard ended after {:?}", out.elapsed);

@@ -24,10 +24,9 @@ fn chown(p: &Path, uid: u32) {
 fn refused(tag: &str, fault: impl FnOnce(&Node, PathBuf) -> (PathBuf, Vec<String>)) {
     let n = Node::tkgs(&image(tag));
     let archive = n.archive();
-    let cfg = n.config_with(&format!(
-        "[sandbox]\narchives = [\"{}\"]\npull = false\n",
-        archive.display()
-    ));
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&archive]).sandbox_pull(false)
+    });
     let (cfg, needles) = fault(&n, cfg);
     let before = n.content();
     let pid = n.ctrd.pid();
@@ -140,7 +139,11 @@ fn config_fragment_writable_by_group_is_refused_exit_3() {
     let dir = sysroot.join("etc/containerd-guard/config.d");
     std::fs::create_dir_all(&dir).unwrap();
     let fragment = dir.join("50-node.toml");
-    std::fs::write(&fragment, n.config_text(&n.ctrd.restart_program(), "")).unwrap();
+    std::fs::write(
+        &fragment,
+        n.guard_config(&n.ctrd.restart_program()).render(),
+    )
+    .unwrap();
     chmod(&fragment, 0o664);
     let before = n.content();
     let pid = n.ctrd.pid();
@@ -160,10 +163,9 @@ fn trusted_root_owned_inputs_are_read_and_the_guard_acts() {
     };
     let n = Node::tkgs(&image("trusted"));
     let archive = n.archive();
-    let cfg = n.config_with(&format!(
-        "[sandbox]\narchives = [\"{}\"]\npull = false\n",
-        archive.display()
-    ));
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&archive]).sandbox_pull(false)
+    });
     let before = n.content();
     let out = runtime(&cfg);
     out.expect(0, "remedy.restart", "pass");
@@ -201,11 +203,11 @@ fn archive_appearing_later_writable_by_others_is_refused_at_import() {
     let archive = n.t.path().join("late/pause.oci.tar");
     std::fs::create_dir(archive.parent().unwrap()).unwrap();
     let restart = restart_then_drop(&n, &archive, 0o666);
-    let extra = format!(
-        "[sandbox]\narchives = [\"{}\"]\npull = false\n\n[hold]\ntimeout = \"15s\"\n",
-        archive.display()
-    );
-    let cfg = n.t.write_guard_config_raw(&n.config_text(&restart, &extra));
+    let cfg = n.config_with(&restart, |c| {
+        c.sandbox_archives(&[&archive])
+            .sandbox_pull(false)
+            .hold_timeout("15s")
+    });
     let out = runtime(&cfg);
     assert_eq!(out.code, 1, "held, honestly unusable:\n{}", out.dump());
     assert_eq!(out.status("remedy.restart"), "pass", "{}", out.dump());

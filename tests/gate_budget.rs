@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use support::node::{runtime, Node, TOOLS};
 use support::runtime::dead_port;
-use support::{root_or_skip, write_executable, Guard, Mount, TempRoot};
+use support::{root_or_skip, write_executable, Guard, GuardConfig, Mount, TempRoot};
 
 #[test]
 fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
@@ -22,8 +22,13 @@ fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
         return;
     };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8", dead_port()));
-    let extra = "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"100ms\"\n\n[hold]\ntimeout = \"3s\"\n";
-    let cfg = n.config(&n.ctrd.noop_program(), extra);
+    let settings = |c: GuardConfig| {
+        c.sandbox_pull(false)
+            .remediation_restart_budget(2)
+            .remediation_backoff("100ms")
+            .hold_timeout("3s")
+    };
+    let cfg = n.config_with(&n.ctrd.noop_program(), settings);
     let before = n.content();
     let mut codes = Vec::new();
     for _ in 0..3 {
@@ -58,7 +63,7 @@ fn s08_restart_that_does_not_help_spends_the_budget_then_terminal() {
     terminal_is_the_one_answer(&cfg);
     let reset = Guard::with_config(&cfg).run(&["reset"]);
     assert_eq!(reset.code, 0, "{}", reset.dump());
-    let cfg = n.config(&n.ctrd.restart_program(), extra);
+    let cfg = n.config_with(&n.ctrd.restart_program(), settings);
     runtime(&cfg).expect(0, "runtime.stale", "pass");
     assert_eq!(n.ctrd.restarts(), 2, "the cause was fixed by hand");
     before.assert_nothing_lost(&n.content());
@@ -104,10 +109,12 @@ fn s08b_backoff_holds_across_invocations() {
         return;
     };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s8b", dead_port()));
-    let cfg = n.config(
-        &n.ctrd.noop_program(),
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 3\nbackoff = \"1h\"\n\n[hold]\ntimeout = \"1s\"\n",
-    );
+    let cfg = n.config_with(&n.ctrd.noop_program(), |c| {
+        c.sandbox_pull(false)
+            .remediation_restart_budget(3)
+            .remediation_backoff("1h")
+            .hold_timeout("1s")
+    });
     let before = n.content();
     let first = runtime(&cfg);
     assert_eq!(first.code, 1, "{}", first.dump());
@@ -207,7 +214,7 @@ fn s10_corrupt_state_file_means_no_budget_until_reset() {
         return;
     };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s10", dead_port()));
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     std::fs::create_dir_all(n.t.guard_state_dir()).unwrap();
     std::fs::write(n.state_file(), b"{\"format\": 1, \"boot_id\": tru").unwrap();
     let before = n.content();

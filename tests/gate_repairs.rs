@@ -25,7 +25,7 @@ fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s1", dead_port()));
     n.import_image();
     let pid = n.ctrd.pid();
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let before = n.content();
     let out = runtime(&cfg);
     out.expect(0, "runtime.answers", "pass");
@@ -76,8 +76,9 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
         before.is_err(),
         "the stale containerd should not start pods: {before:?}"
     );
-    let v = Guard::with_config(&n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n"))
-        .run(&["--json", "verify"]);
+    let v =
+        Guard::with_config(&n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false)))
+            .run(&["--json", "verify"]);
     v.expect(1, "runtime.stale", "fail")
         .mentions("runtime.stale", &["mounted over"]);
     assert_eq!(
@@ -87,7 +88,7 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
         v.dump()
     );
     let pid = n.ctrd.pid();
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let before = n.content();
     let started = Instant::now();
     let out = runtime(&cfg);
@@ -138,13 +139,9 @@ fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() 
         &t.volume_path(),
     );
     let n = Node { ctrd, vol, img, t };
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "[sandbox]\narchives = [\"{}\"]\npull = false\n",
-            archive.display()
-        ),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&archive]).sandbox_pull(false)
+    });
     let before = n.content();
     let out = runtime(&cfg);
     out.expect(0, "remedy.restart", "pass");
@@ -168,7 +165,7 @@ fn s04_volume_lazily_unmounted_under_running_containerd_is_detected() {
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s4", dead_port()));
     n.import_image();
     run("umount", &["-l", n.t.volume_path().to_str().unwrap()]);
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let out = Guard::with_config(&cfg).run(&["--json", "verify"]);
     out.expect(1, "runtime.stale", "fail");
     let text = out.finding_text("runtime.stale");
@@ -191,10 +188,9 @@ fn s05_image_missing_archive_present_restored_without_pull() {
     };
     let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:s5", dead_port()));
     let docker = n.img.write_docker(&n.t.path().join("pause.docker.tar"));
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!("[sandbox]\narchives = [\"{}\"]\n", docker.display()),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&docker])
+    });
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
     v.expect(1, "runtime.sandbox-image", "fail")
         .mentions("runtime.sandbox-image", &["not in namespace k8s.io"]);
@@ -227,13 +223,9 @@ fn s06_corrupt_archive_refused_then_pulled_from_registry() {
     reg.push(&n.img, "guard/pause", "s6");
     let bad = n.oci_archive(true);
     assert!(archive_verifies(&bad, &image).is_err());
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "[sandbox]\narchives = [\"{}\"]\npull_timeout = \"30s\"\n",
-            bad.display()
-        ),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&bad]).sandbox_pull_timeout("30s")
+    });
     let before = n.content_with_other_image();
     let out = runtime(&cfg);
     before.assert_nothing_lost(&n.content());
@@ -253,13 +245,12 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
     let image = format!("127.0.0.1:{}/guard/pause:s7", dead_port());
     let n = Node::with_other_image(&image);
     let missing = n.t.path().join("baked/pause.tar");
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "[sandbox]\narchives = [\"{}\"]\npull_attempts = 2\npull_timeout = \"5s\"\n\n[hold]\ntimeout = \"3s\"\n",
-            missing.display()
-        ),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&missing])
+            .sandbox_pull_attempts(2)
+            .sandbox_pull_timeout("5s")
+            .hold_timeout("3s")
+    });
     // Under systemd: STATUS= each step and EXTEND_TIMEOUT_USEC= while holding.
     let notify_path = n.t.path().join("notify.sock");
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 use support::node::{runtime, Node, TOOLS};
 use support::runtime::{block_on, dead_port};
-use support::{root_or_skip, which, ContentSnapshot, Guard, NodeExporter, Outcome};
+use support::{root_or_skip, which, ContentSnapshot, Guard, GuardConfig, NodeExporter, Outcome};
 
 /// `guard verify --npd` with its timeout; returns (exit code, stdout, elapsed).
 fn npd(cfg: &Path, timeout: &str, journal: &support::journal::JournalTrap) -> Outcome {
@@ -31,7 +31,7 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
     // The trap works: without --npd, the missing sandbox image is journaled through it.
     let journal = support::journal::JournalTrap::new(&n.t.path().join("journal-control"));
     let control =
-        Guard::with_config(&n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n"))
+        Guard::with_config(&n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false)))
             .wrapped_in(&journal.wrapper())
             .run(&["--json", "verify"]);
     control.expect(1, "runtime.sandbox-image", "fail");
@@ -46,11 +46,9 @@ fn s17_npd_mode_answers_in_npd_terms_within_its_timeout_and_writes_nothing() {
     n.import_image();
     let textfile = n.t.path().join("prom/containerd-guard.prom");
     std::fs::create_dir_all(textfile.parent().unwrap()).unwrap();
-    let extra = format!(
-        "[sandbox]\npull = false\n[metrics]\ntextfile = \"{}\"\n",
-        textfile.display()
-    );
-    let cfg = n.config(&n.ctrd.restart_program(), &extra);
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull(false).metrics_textfile(&textfile)
+    });
 
     let ok = npd(&cfg, "3s", &journal);
     assert_eq!(ok.code, 0, "{}", ok.dump());
@@ -108,11 +106,12 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
     let dir = n.t.path().join("textfile");
     std::fs::create_dir_all(&dir).unwrap();
     let textfile = dir.join("containerd-guard.prom");
-    let extra = format!(
-        "[sandbox]\npull = false\n[remediation]\nrestart_budget = 1\n[metrics]\ntextfile = \"{}\"\n",
-        textfile.display()
-    );
-    let cfg = n.config(&n.ctrd.restart_program(), &extra);
+    let settings = n
+        .guard_config(&n.ctrd.restart_program())
+        .sandbox_pull(false)
+        .remediation_restart_budget(1)
+        .metrics_textfile(&textfile);
+    let cfg = settings.write(&n.t);
     let exporter = NodeExporter::start(&dir);
     let before = n.content();
     // This boot's history already full (100 records, as an older guard wrote them; the
@@ -164,9 +163,9 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
     );
     promtool_check(&textfile);
     let repaired = scraped;
-    let network = a_failing_verify_outlives_a_hygiene_run(&n, &extra, &exporter);
-    let pulls_failed = pulls_failing_run_after_run(&n, &extra, &exporter);
-    let cfg = n.config(&n.ctrd.restart_program(), &extra);
+    let network = a_failing_verify_outlives_a_hygiene_run(&n, &settings, &exporter);
+    let pulls_failed = pulls_failing_run_after_run(&n, &settings, &exporter);
+    let cfg = settings.write(&n.t);
 
     // Stale again with the budget spent: terminal.
     n.ctrd.stop();
@@ -218,11 +217,10 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
 /// then hygiene, which passes: the node stays not usable, the failing series stays.
 fn a_failing_verify_outlives_a_hygiene_run(
     n: &Node,
-    extra: &str,
+    settings: &GuardConfig,
     exporter: &NodeExporter,
 ) -> String {
-    let strict = format!("{extra}[hold]\nrequire_network = true\n");
-    let cfg = n.config(&n.ctrd.restart_program(), &strict);
+    let cfg = settings.clone().hold_require_network(true).write(&n.t);
     Guard::with_config(&cfg)
         .run(&["--json", "verify"])
         .expect(1, "runtime.network", "fail");
@@ -246,10 +244,16 @@ fn a_failing_verify_outlives_a_hygiene_run(
 /// fails. The history is full, so each failure pushes the oldest record out; the counter
 /// of failed pulls still counts 1, 2, 3. Node_exporter's scrape after each run. The image
 /// is imported again at the end.
-fn pulls_failing_run_after_run(n: &Node, extra: &str, exporter: &NodeExporter) -> Vec<String> {
-    let pulling = format!("{extra}[sandbox]\npull = true\npull_timeout = \"5s\"\n");
-    let pulling = pulling.replacen("[sandbox]\npull = false\n", "", 1);
-    let cfg = n.config(&n.ctrd.restart_program(), &pulling);
+fn pulls_failing_run_after_run(
+    n: &Node,
+    settings: &GuardConfig,
+    exporter: &NodeExporter,
+) -> Vec<String> {
+    let pulling = settings
+        .clone()
+        .sandbox_pull(true)
+        .sandbox_pull_timeout("5s");
+    let cfg = pulling.write(&n.t);
     block_on(
         "CRI RemoveImage",
         support::cri::remove_image(&n.t.socket(), &n.img.name),

@@ -46,13 +46,9 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
         &t.volume_path(),
     );
     let n = Node { ctrd, vol, img, t };
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "[sandbox]\narchives = [\"{}\"]\npull = false\n",
-            archive.display()
-        ),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&archive]).sandbox_pull(false)
+    });
     let pid = n.ctrd.pid();
     let before = n.content();
     let out = runtime(&cfg);
@@ -107,7 +103,7 @@ fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
         t,
     };
     n.import_image();
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let before = ContentSnapshot::take(&n.t.path().join("data/containerd"), Some(&n.t.socket()));
     let out = runtime(&cfg);
     before.assert_nothing_lost(&ContentSnapshot::take(
@@ -189,10 +185,11 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
             n.ctrd.restart_program().display()
         ),
     );
-    let cfg = n.config(
-        &slow,
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 3\n\n[hold]\ntimeout = \"60s\"\n",
-    );
+    let cfg = n.config_with(&slow, |c| {
+        c.sandbox_pull(false)
+            .remediation_restart_budget(3)
+            .hold_timeout("60s")
+    });
     let pid = n.ctrd.pid();
     let before = n.content();
     // -v: a guard that finds the repair lock busy logs so ("another guard (pid N) is
@@ -292,11 +289,12 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
             m = marker.display()
         ),
     );
-    let cfg = n.config(
-        &script,
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 3\nbackoff = \"200ms\"\n\n\
-         [hold]\ntimeout = \"60s\"\n",
-    );
+    let cfg = n.config_with(&script, |c| {
+        c.sandbox_pull(false)
+            .remediation_restart_budget(3)
+            .remediation_backoff("200ms")
+            .hold_timeout("60s")
+    });
     let lock_file = n.t.guard_state_dir().join("repair.lock");
     let before = n.content();
     let mut first = Guard::with_config(&cfg).spawn(&["--json", "runtime"]);
@@ -431,7 +429,7 @@ fn s19_the_canary_never_touches_a_sandbox_it_did_not_make() {
     };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s19", dead_port()));
     n.import_image();
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let socket = n.t.socket();
     let running = n.t.path().join("guard");
     copy_executable(Path::new("/bin/sleep"), &running);

@@ -81,10 +81,9 @@ fn r01_restore_imports_only_the_verified_image_and_retags_nothing_else() {
         &[busybox.name(), intruder],
         &n.t.path().join("pause-and-more.oci.tar"),
     );
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!("[sandbox]\narchives = [\"{}\"]\n", archive.display()),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_archives(&[&archive])
+    });
 
     let out = runtime(&cfg);
     out.expect(0, "remedy.restore-image", "pass");

@@ -147,7 +147,7 @@ fn verify_among_containerd_named_hostile_processes_stays_small_quick_and_unchang
     };
     let n = Node::healthy("registry.k8s.io/pause:3.6");
     n.import_image();
-    let cfg = n.config(&n.ctrd.noop_program(), "");
+    let cfg = n.config(&n.ctrd.noop_program());
     let (before, before_rss) = measured(&cfg, &["--json", "verify"]);
     let hostiles = start_hostiles(n.t.path(), &n.t.volume_path());
     let (after, rss) = measured(&cfg, &["--json", "verify"]);
@@ -186,7 +186,7 @@ fn phase1_among_containerd_named_hostile_processes_passes_and_says_why_they_do_n
     };
     let n = Node::healthy("registry.k8s.io/pause:3.6");
     n.ctrd.stop();
-    let cfg = n.config(&n.ctrd.noop_program(), "");
+    let cfg = n.config(&n.ctrd.noop_program());
     let _hostiles = start_hostiles(n.t.path(), &n.t.volume_path());
     let (out, rss) = measured(&cfg, &["--json", "volume"]);
     eprintln!("volume among hostiles: {:?}, {rss} KiB", out.elapsed);

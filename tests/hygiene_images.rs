@@ -13,7 +13,7 @@
 
 use testkit as support;
 
-use support::suite::hygiene::{guard, guard_config, serial, shown, TOOLS};
+use support::suite::hygiene::{guard, guard_config_with, serial, shown, TOOLS};
 use support::workload::{HygieneNode, PAUSE_IMAGE};
 use support::{containerd_major_minor, root_or_skip, Guard};
 
@@ -33,11 +33,7 @@ fn h12_a_sandbox_image_removed_while_the_node_runs_is_restored_by_hygiene_withou
     // The registry (localhost:80) is unreachable, and pulls are off: only the archive can
     // bring the image back.
     let archive = PauseImage::new(PAUSE_IMAGE).write_oci(&n.t.path().join("pause.oci.tar"), false);
-    let sandbox = format!(
-        "[sandbox]\narchives = [\"{}\"]\npull = false\n",
-        archive.display()
-    );
-    let cfg = guard_config(&n, &sandbox);
+    let cfg = guard_config_with(&n, |c| c.sandbox_archives(&[&archive]).sandbox_pull(false));
     let containerd_pid = n.ctrd.pid();
     guard(&cfg, &["hygiene"]).expect(0, "runtime.sandbox-image", "pass");
 
@@ -113,7 +109,7 @@ fn h13_repair_pins_a_present_but_unpinned_sandbox_image() {
     use support::runtime::{block_on, PauseImage};
     let _serial = serial();
     let n = HygieneNode::start();
-    let cfg = guard_config(&n, "[sandbox]\npull = false\n");
+    let cfg = guard_config_with(&n, |c| c.sandbox_pull(false));
     // containerd 1.7 and 2.1 label their configured sandbox image pinned themselves when
     // it is imported (its name and its sha256: id); to stand for one that is not (an
     // older 1.7, a label someone removed), the label is removed from every record. 1.6

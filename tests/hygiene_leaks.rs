@@ -17,7 +17,8 @@ use testkit as support;
 use std::path::Path;
 use support::hygiene::{ctr_task, leak_again, make_leaked_task};
 use support::suite::hygiene::{
-    guard, guard_config, running_locker, serial, show, shown, Bystander, CtrMadeTask, TOOLS,
+    guard, guard_config, guard_config_with, running_locker, serial, show, shown, Bystander,
+    CtrMadeTask, TOOLS,
 };
 use support::workload::{HygieneNode, Pod};
 use support::{root_or_skip, Guard, NodeExporter};
@@ -29,7 +30,7 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
     };
     let _serial = serial();
     let n = HygieneNode::start();
-    let cfg = guard_config(&n, "");
+    let cfg = guard_config(&n);
     let bystander = Bystander::start(&n);
     let leaky = n.pod("leaky");
     let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
@@ -186,7 +187,7 @@ fn hygiene_is_skipped_where_no_socket_is(n: &HygieneNode, socket: &Path, cid: &s
     assert_eq!(listing(), files, "nothing written to {}", state.display());
     assert_eq!(std::fs::read(n.t.metrics_textfile()).ok(), metrics);
     // the tree has one config file: back to the node's own for the runs that follow
-    guard_config(n, "");
+    guard_config(n);
 }
 
 #[test]
@@ -196,7 +197,7 @@ fn h05_guard_runtime_deletes_a_leaked_task_without_holding_kubelet() {
     };
     let _serial = serial();
     let n = HygieneNode::start();
-    let cfg = guard_config(&n, "[hold]\ntimeout = \"30s\"\n");
+    let cfg = guard_config_with(&n, |c| c.hold_timeout("30s"));
     let leaky = n.pod("leaky");
     let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
     make_leaked_task(&leaky, &cid);
@@ -215,7 +216,7 @@ fn h06_a_stopped_task_cri_never_knew_is_reported_and_left_alone() {
     };
     let _serial = serial();
     let n = HygieneNode::start();
-    let cfg = guard_config(&n, "");
+    let cfg = guard_config(&n);
     // Made by `ctr` in CRI's own namespace (as nerdctl does): STOPPED, unknown to CRI.
     let stray = CtrMadeTask::start(&n, "k8s.io");
     let leaky = n.pod("leaky");

@@ -20,7 +20,8 @@ use support::hygiene::{
 };
 use support::locks::{pid_alive, KillOnDrop};
 use support::suite::hygiene::{
-    guard, guard_config, running_locker, serial, show, shown, Bystander, CtrMadeTask, TOOLS, WAIT,
+    guard, guard_config, guard_config_with, running_locker, serial, show, shown, Bystander,
+    CtrMadeTask, TOOLS, WAIT,
 };
 use support::workload::{ctr_k8s, ctr_k8s_ok, pod_cgroup, HygieneNode, LOCKER_IMAGE};
 use support::{poll_until, random_uuid, root_or_skip, unique, Guard, Outcome};
@@ -32,7 +33,7 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
     };
     let _serial = serial();
     let mut n = HygieneNode::start();
-    let cfg = guard_config(&n, "");
+    let cfg = guard_config(&n);
     let bystander = Bystander::start(&n);
     let dir = n.host_dir("orphan");
     let pod = n.pod("orphan");
@@ -100,7 +101,7 @@ fn h03_reap_off_only_reports() {
     };
     let _serial = serial();
     let mut n = HygieneNode::start();
-    let cfg = guard_config(&n, "[orphans]\nreap = false\n");
+    let cfg = guard_config_with(&n, |c| c.orphans_reap(false));
     let pod = n.pod("orphan");
     let (cid, _) = running_locker(&pod, "payload", &n.host_dir("orphan"));
     let pids = n.make_orphan(&pod, &cid);
@@ -127,7 +128,7 @@ fn h04_live_tasks_other_namespaces_and_reused_pids_are_left_alone() {
     };
     let _serial = serial();
     let n = HygieneNode::start();
-    let cfg = guard_config(&n, "");
+    let cfg = guard_config(&n);
     let bystander = Bystander::start(&n);
     // A STOPPED task in a namespace that is not CRI's: not kubelet's to clean up.
     let other = CtrMadeTask::start(&n, "guard-other");
@@ -197,7 +198,7 @@ fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
     };
     let _serial = serial();
     let mut n = HygieneNode::start();
-    let cfg = guard_config(&n, "");
+    let cfg = guard_config(&n);
     let dir = n.host_dir("forger");
     let pod = n.pod("forger");
     // The locker ignores every argument after the lock path: they are only its cmdline.
@@ -340,7 +341,7 @@ fn h09_a_vm_runtimes_container_is_named_and_left_alone_and_a_runc_one_beside_is_
     };
     let _serial = serial();
     let n = HygieneNode::start();
-    let cfg = guard_config(&n, "");
+    let cfg = guard_config(&n);
     // containerd's own record of each container says which runtime runs it, as CRI
     // records it for a pod of RuntimeClass kata; no Kata shim or VM is started.
     let kata = CgroupPayload::start();
@@ -402,7 +403,7 @@ fn h10_beside_a_second_containerd_its_orphaned_and_leaked_pods_are_left_alone() 
     // k3s-style: its own root, state and socket; its shims are started with `-address` its
     // socket. The guard is configured for `ours` only.
     let mut theirs = HygieneNode::start();
-    let cfg = guard_config(&ours, "");
+    let cfg = guard_config(&ours);
     let their_pod = theirs.pod("k3s-orphan");
     let (their_cid, _) = running_locker(&their_pod, "payload", &theirs.host_dir("k3s"));
     let their_shims = shims_of(std::slice::from_ref(&their_pod.sandbox_id));

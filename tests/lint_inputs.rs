@@ -227,7 +227,7 @@ fn an_unset_device_warns_in_lint_as_in_verify() {
     img.put(
         "/usr/lib/containerd-guard/config.d/50-image.toml",
         &fragment_base()
-            .sandbox_archives(&["/usr/lib/containerd-guard/images/pause.tar".into()])
+            .sandbox_archives(&["/usr/lib/containerd-guard/images/pause.tar"])
             .render(),
     );
     expect(

@@ -57,10 +57,11 @@ fn after_an_ha_failover_a_later_start_fails_within_the_quick_wait_and_never_moun
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let mut vol = LoopVolume::unmounted(&t.images(), FsKind::Ext4, &l, &[]);
-    let cfg = t.write_guard_config(
-        &format!("device = \"LABEL={l}\"\nwait = \"120s\"\nmount = true"),
-        "",
-    );
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait("120s")
+            .volume_mount(true)
+    });
     // The boot's first start: phase 1 in full, which mounts the volume itself.
     first_start_of_a_boot(&t);
     let first = pre_start(&cfg);
@@ -112,10 +113,11 @@ fn a_volume_that_filled_while_the_node_ran_only_warns_on_a_later_start() {
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let _vol = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
-    let cfg = t.write_guard_config(
-        &format!("device = \"LABEL={l}\"\nwait = \"2s\"\nmin_free = \"100GiB\""),
-        "",
-    );
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait("2s")
+            .volume_min_free("100GiB")
+    });
     // At the first start of a boot the threshold holds containerd back...
     first_start_of_a_boot(&t);
     pre_start(&cfg).expect(1, "volume.free-space", "fail");
@@ -143,7 +145,8 @@ fn pre_start_typed_by_hand_on_a_live_node_writes_nothing() {
     let t = TempRoot::new();
     let l = unique("cg", 8);
     let _vol = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\nwait = \"2s\""), "");
+    let cfg =
+        t.write_guard_config_with(|c| c.volume_device(&format!("LABEL={l}")).volume_wait("2s"));
     // A node where the guard was installed while containerd ran: no marker, no record.
     let c = Containerd::start(&t);
     let out = pre_start(&cfg);
@@ -177,7 +180,10 @@ fn installed_on_a_running_node_a_restart_warns_until_the_volume_passed_once_then
     // lacks (a wrong fragment, or an image build VM with no ephemeral disk).
     containerd_ran(&t);
     let missing = unique("cgx", 8);
-    let wrong = t.write_guard_config(&format!("device = \"LABEL={missing}\"\nwait = \"2s\""), "");
+    let wrong = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={missing}"))
+            .volume_wait("2s")
+    });
     for restart in 1..=2 {
         let out = pre_start(&wrong);
         out.expect(0, "volume.device", "warn").mentions(
@@ -198,7 +204,8 @@ fn installed_on_a_running_node_a_restart_warns_until_the_volume_passed_once_then
         }
     }
     // The right config: the first pass is the boot's baseline...
-    let right = t.write_guard_config(&format!("device = \"LABEL={l}\"\nwait = \"2s\""), "");
+    let right =
+        t.write_guard_config_with(|c| c.volume_device(&format!("LABEL={l}")).volume_wait("2s"));
     pre_start(&right).expect(0, "volume.device", "pass");
     assert!(t.guard_state_dir().join("volume.json").exists());
     // ...and from then on a failure holds containerd (an HA failover after the install).

@@ -87,7 +87,7 @@ fn verify_repair_force_restarts_a_stale_containerd_with_running_tasks_once() {
         id: pod.clone(),
         dir: n.t.path().to_path_buf(),
     };
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let stale_pid = n.ctrd.pid();
 
     // README: "if the stale containerd still runs tasks it refuses and lists them: drain
@@ -131,7 +131,7 @@ fn verify_repair_dry_run_on_a_stale_containerd_names_the_restart_and_changes_not
     };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:dry", dead_port()));
     let restart = n.ctrd.restart_program();
-    let cfg = n.config(&restart, "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&restart, |c| c.sandbox_pull(false));
     let (pid, started) = (n.ctrd.pid(), start_time(n.ctrd.pid()));
     let before = n.content();
 
@@ -248,10 +248,7 @@ fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_rest
             m = marker.display()
         ),
     );
-    let holder_cfg = n.config(
-        &hanging,
-        "[sandbox]\npull = false\n\n[hold]\ntimeout = \"60s\"\n",
-    );
+    let holder_cfg = n.config_with(&hanging, |c| c.sandbox_pull(false).hold_timeout("60s"));
     let mut holder = Guard::with_config(&holder_cfg).spawn(&["--json", "runtime"]);
     let hung = KillOnDrop {
         pid: poll_until(
@@ -271,10 +268,9 @@ fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_rest
     // docs/configuration.md: repairs serialise on the lock, "so one fault costs one restart
     // however many guards see it"; `[hold] timeout`: "guard runtime blocks at most this long".
     let hold = Duration::from_secs(3);
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        "[sandbox]\npull = false\n\n[hold]\ntimeout = \"3s\"\n",
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull(false).hold_timeout("3s")
+    });
     let second =
         Guard::with_config(&cfg).run_within(&["--json", "runtime"], Duration::from_secs(60));
     assert!(
@@ -313,11 +309,13 @@ fn backoff_max_caps_the_wait_before_the_next_restart() {
     // within the 10 s hold.
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:bmax", dead_port()));
     let cap = Duration::from_secs(2);
-    let cfg = n.config(
-        &n.ctrd.noop_program(),
-        "[sandbox]\npull = false\n\n[remediation]\nrestart_budget = 2\nbackoff = \"1h\"\n\
-         backoff_max = \"2s\"\n\n[hold]\ntimeout = \"10s\"\n",
-    );
+    let cfg = n.config_with(&n.ctrd.noop_program(), |c| {
+        c.sandbox_pull(false)
+            .remediation_restart_budget(2)
+            .remediation_backoff("1h")
+            .remediation_backoff_max("2s")
+            .hold_timeout("10s")
+    });
     let before = n.content();
     // The restart command does not help (containerd stays stale): the guard restarts,
     // waits, restarts again within the one run, then the budget is spent.
@@ -357,7 +355,7 @@ fn hygiene_on_a_stale_containerd_never_restarts_it() {
     // restarts containerd" - not even a stale one (that is the boot's `guard runtime` or an
     // operator's `verify --repair`), and restores nothing into it.
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:hyg", dead_port()));
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let (pid, started) = (n.ctrd.pid(), start_time(n.ctrd.pid()));
     let before = n.content();
     let out = Guard::with_config(&cfg).run(&["--json", "hygiene"]);
@@ -432,11 +430,9 @@ fn every_dry_run_changes_nothing_anywhere_and_names_what_would_run() {
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:dry", dead_port()));
     n.import_image();
     let archive = n.oci_archive(false);
-    let extra = format!(
-        "[sandbox]\npull = false\narchives = [\"{}\"]\n",
-        archive.display()
-    );
-    let cfg = n.config(&n.ctrd.restart_program(), &extra);
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull(false).sandbox_archives(&[&archive])
+    });
     let socket = n.t.socket();
     // a sandbox forging the canary's label (a guard that swept by label removed it)
     let forged = support::cri::start_labelled_pod(&socket, "forged", NAMESPACE, &[(LABEL, "1")]);

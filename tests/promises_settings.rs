@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 use support::node::{has_finding, runtime, Node, TOOLS};
 use support::runtime::{dead_port, PauseImage};
-use support::{is_mount_point, root_or_skip, unique, Guard, Outcome, TempRoot};
+use support::{is_mount_point, root_or_skip, unique, Guard, GuardConfig, Outcome, TempRoot};
 
 /// Where docs/fleet.md's default textfile lives: `/var/lib/prometheus/node-exporter/`.
 const DEFAULT_TEXTFILE_PARENT: &str = "/var/lib/prometheus";
@@ -36,14 +36,17 @@ fn with_prometheus_dir(dir: &Path) -> Vec<String> {
 
 /// A healthy node (the sandbox image imported) and its `guard verify --json` run with the
 /// default textfile directory replaced by `prometheus` (a directory of the test's), with
-/// `metrics` as the `[metrics]` table's body.
-fn verify_with_metrics(tag: &str, prometheus: &Path, metrics: &str) -> (Node, Outcome) {
+/// the `[metrics]` keys `metrics` sets.
+fn verify_with_metrics(
+    tag: &str,
+    prometheus: &Path,
+    metrics: impl FnOnce(GuardConfig) -> GuardConfig,
+) -> (Node, Outcome) {
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:{tag}", dead_port()));
     n.import_image();
-    let cfg = n.config(
-        &n.ctrd.restart_program(),
-        &format!("[sandbox]\npull = false\n\n[metrics]\n{metrics}\n"),
-    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        metrics(c.sandbox_pull(false))
+    });
     let wrapper = with_prometheus_dir(prometheus);
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let out = Guard::with_config(&cfg)
@@ -71,7 +74,7 @@ fn default_textfile_is_written_when_its_directory_exists_and_not_when_it_is_miss
     let t = TempRoot::new();
     let prometheus = t.path().join("prometheus");
     std::fs::create_dir(&prometheus).unwrap();
-    let (_n, out) = verify_with_metrics("nodir", &prometheus, "");
+    let (_n, out) = verify_with_metrics("nodir", &prometheus, |c| c.metrics_textfile_default());
     assert_eq!(out.code, 0, "{}", out.dump());
     assert!(
         !out.stdout.contains("metrics.textfile"),
@@ -87,7 +90,7 @@ fn default_textfile_is_written_when_its_directory_exists_and_not_when_it_is_miss
 
     // The same with the directory there: the file is written (the namespace works).
     std::fs::create_dir(prometheus.join("node-exporter")).unwrap();
-    let (_n, out) = verify_with_metrics("dir", &prometheus, "");
+    let (_n, out) = verify_with_metrics("dir", &prometheus, |c| c.metrics_textfile_default());
     assert_eq!(out.code, 0, "{}", out.dump());
     let text = std::fs::read_to_string(prometheus.join("node-exporter/containerd-guard.prom"))
         .unwrap_or_else(|e| panic!("the default textfile: {e}\n{}", out.dump()));
@@ -104,7 +107,7 @@ fn empty_textfile_writes_no_textfile_and_reports_no_metrics_warning() {
     let t = TempRoot::new();
     let prometheus = t.path().join("prometheus");
     std::fs::create_dir_all(prometheus.join("node-exporter")).unwrap();
-    let (n, out) = verify_with_metrics("off", &prometheus, "textfile = \"\"");
+    let (n, out) = verify_with_metrics("off", &prometheus, |c| c.metrics_off());
     assert_eq!(out.code, 0, "{}", out.dump());
     assert!(
         !out.stdout.contains("metrics.textfile"),
@@ -137,20 +140,22 @@ fn require_network_holds_while_cri_reports_the_network_not_ready_and_not_otherwi
     // README: `runtime.network` is "CRI NetworkReady; warn only, unless [hold]
     // require_network = true"; docs/configuration.md: `require_network = false` "does not
     // block by default".
-    let cfg = n.config(
-        &restart,
-        "[sandbox]\npull = false\n\n[hold]\nrequire_network = false\ntimeout = \"3s\"\n",
-    );
+    let cfg = n.config_with(&restart, |c| {
+        c.sandbox_pull(false)
+            .hold_require_network(false)
+            .hold_timeout("3s")
+    });
     let out = runtime(&cfg);
     out.expect(0, "runtime.network", "warn")
         .mentions("runtime.network", &["NetworkReady=false"]);
 
     // Required: `guard runtime` holds kubelet for its hold timeout, then fails naming it.
     let hold = Duration::from_secs(3);
-    let cfg = n.config(
-        &restart,
-        "[sandbox]\npull = false\n\n[hold]\nrequire_network = true\ntimeout = \"3s\"\n",
-    );
+    let cfg = n.config_with(&restart, |c| {
+        c.sandbox_pull(false)
+            .hold_require_network(true)
+            .hold_timeout("3s")
+    });
     let out = runtime(&cfg);
     out.expect(1, "runtime.network", "fail").mentions(
         "runtime.network",
@@ -204,13 +209,11 @@ fn volume_mount_refuses_a_device_with_no_filesystem_and_formats_nothing() {
         .unwrap();
     let dev = img.attach();
     let before = first_mib(&dev.path);
-    let cfg = t.write_guard_config(
-        &format!(
-            "device = \"{}\"\nmount = true\nwait = \"2s\"",
-            dev.path.display()
-        ),
-        "",
-    );
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&dev.path.display().to_string())
+            .volume_mount(true)
+            .volume_wait("2s")
+    });
     let out = Guard::with_config(&cfg).run(&["--json", "volume"]);
     out.expect(1, "volume.mount", "fail").mentions(
         "volume.mount",
@@ -258,9 +261,11 @@ fn sandbox_image_override_passes_on_an_image_present_under_another_name_without_
     // Both remedies available: an archive of the configured image and pulls (from a dead
     // registry), so a restore or a pull would show in the findings and the image list.
     let archive = n.oci_archive(false);
-    let sandbox = format!("[sandbox]\narchives = [\"{}\"]\n", archive.display());
+    let sandbox = n
+        .guard_config(&n.ctrd.restart_program())
+        .sandbox_archives(&[&archive]);
 
-    let without = n.config(&n.ctrd.restart_program(), &sandbox);
+    let without = sandbox.write(&n.t);
     let v = Guard::with_config(&without).run(&["--json", "verify"]);
     v.expect(1, "runtime.sandbox-image", "fail").mentions(
         "runtime.sandbox-image",
@@ -270,13 +275,10 @@ fn sandbox_image_override_passes_on_an_image_present_under_another_name_without_
     // (no canary: RunPodSandbox uses containerd's own sandbox image, absent here on
     // purpose, and would fail the gate as it would fail every pod; this is about the
     // guard's remedies)
-    let with = n.config(
-        &n.ctrd.restart_program(),
-        &format!(
-            "{sandbox}image = \"{}\"\n\n[canary]\nenabled = false\n",
-            present.name
-        ),
-    );
+    let with = sandbox
+        .sandbox_image(&present.name)
+        .canary_enabled(false)
+        .write(&n.t);
     let before = n.content();
     let out = runtime(&with);
     out.expect(0, "runtime.sandbox-image", "pass").mentions(

@@ -280,7 +280,7 @@ fn sig01_a_signal_inside_a_critical_section_ends_the_guard_only_once_the_section
     );
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:sig", dead_port()));
     n.import_image();
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     sigterm_while_frozen_thaws_the_cgroup(&n, &cfg);
     sigterm_after_the_canary_was_made_removes_it(&n, &cfg);
     sigint_while_the_state_file_is_written_leaves_it_whole(&n, &cfg);

@@ -7,7 +7,9 @@ use containerd_guard::host::{proc, Host};
 use std::path::{Path, PathBuf};
 use support::node::{Node, TOOLS};
 use support::runtime::{dead_port, remove_pod_sandbox, start_pod_sandbox, PauseImage, Restartable};
-use support::{root_or_skip, unique, write_executable, FsKind, Guard, LoopVolume, TempRoot};
+use support::{
+    root_or_skip, unique, write_executable, FsKind, Guard, GuardConfig, LoopVolume, TempRoot,
+};
 use testkit as support;
 
 /// A cgroup named like a systemd unit in the `name=systemd` hierarchy; on drop its
@@ -117,16 +119,14 @@ fn a_guard_for_one_of_two_containerds_never_restarts_the_other() {
         &bin.join("systemctl"),
         &format!("#!/bin/sh\necho \"$*\" >> '{}'\n", calls.display()),
     );
-    let sandbox = format!(
-        "[sandbox]\narchives = [\"{}\"]\npull = false\n",
-        archive.display()
-    );
-    let cfg = a.t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\n\
-         restart = [\"systemctl\", \"restart\", \"containerd\"]\n\n{sandbox}",
-        a.t.guard_state_dir().display(),
-        a.t.containerd_config().display(),
-    ));
+    let sandbox = |c: GuardConfig| c.sandbox_archives(&[&archive]).sandbox_pull(false);
+    let cfg = a.t.write_guard_config_with(|c| {
+        sandbox(c.containerd_wait("20s").containerd_restart(&[
+            "systemctl",
+            "restart",
+            "containerd",
+        ]))
+    });
     let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display());
     let out = Guard::with_config(&cfg)
         .env("PATH", &path)
@@ -156,7 +156,7 @@ fn a_guard_for_one_of_two_containerds_never_restarts_the_other() {
     // A restart command that cannot be tied (the test's script restarting A by its pid
     // file) runs, says so, and still never touches B.
     remove_pod_sandbox(&a.t.socket(), &pod_a.id).expect("drain A's pod");
-    let cfg = a.config(&a.ctrd.restart_program(), &sandbox);
+    let cfg = a.config_with(&a.ctrd.restart_program(), sandbox);
     let out = Guard::with_config(&cfg).run(&["--json", "verify", "--repair"]);
     assert_eq!(out.status("remedy.restart"), "pass", "{}", out.dump());
     out.mentions("remedy.restart", &["cannot tie it"]);

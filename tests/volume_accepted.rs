@@ -38,7 +38,10 @@ fn healthy_ext4_by_label_passes() {
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait(SHORT_WAIT)
+    });
     let o = check(&cfg, 0, "volume.device", "pass", &[&format!("LABEL={l}")]);
     all_pass(&o);
     o.expect(0, "volume.mounted", "pass")
@@ -61,10 +64,10 @@ fn healthy_ext4_by_uuid_passes() {
     let t = TempRoot::new();
     let v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     // Upper case in the config: UUIDs compare case-insensitively.
-    let cfg = t.write_guard_config(
-        &format!("device = \"UUID={}\"\n{SHORT_WAIT}", v.uuid.to_uppercase()),
-        "",
-    );
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("UUID={}", v.uuid.to_uppercase()))
+            .volume_wait(SHORT_WAIT)
+    });
     let o = check(&cfg, 0, "volume.device", "pass", &[&v.uuid]);
     all_pass(&o);
 }
@@ -77,7 +80,10 @@ fn healthy_xfs_passes() {
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Xfs, &l, &t.volume_path());
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait(SHORT_WAIT)
+    });
     let o = check(&cfg, 0, "volume.fstype", "pass", &["xfs"]);
     o.expect(0, "volume.device", "pass");
     all_pass(&o);
@@ -91,7 +97,7 @@ fn device_path_form_passes() {
     let t = TempRoot::new();
     let v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     let dev = v.device.path.display().to_string();
-    let cfg = t.write_guard_config(&format!("device = \"{dev}\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| c.volume_device(&dev).volume_wait(SHORT_WAIT));
     let o = check(&cfg, 0, "volume.device", "pass", &[&dev]);
     o.mentions("volume.device", &[&v.device.devnum()]);
 }
@@ -135,7 +141,7 @@ fn partuuid_and_partlabel_on_gpt_loop_device_pass() {
         format!("PARTUUID={}", partuuid.to_uppercase()),
         format!("PARTLABEL={partlabel}"),
     ] {
-        let cfg = t.write_guard_config(&format!("device = \"{spec}\"\n{SHORT_WAIT}"), "");
+        let cfg = t.write_guard_config_with(|c| c.volume_device(&spec).volume_wait(SHORT_WAIT));
         let shown = spec.replace(&partuuid.to_uppercase(), &partuuid);
         let o = check(&cfg, 0, "volume.device", "pass", &[&shown]);
         all_pass(&o);
@@ -149,7 +155,7 @@ fn tmpfs_passes_when_allowed() {
     };
     let t = TempRoot::new();
     let _m = Mount::fs("tmpfs", "cg-test-tmpfs", &t.volume_path(), "size=16m");
-    let cfg = t.write_guard_config(&format!("allow = [\"tmpfs\"]\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| c.volume_allow(&["tmpfs"]).volume_wait(SHORT_WAIT));
     check(&cfg, 0, "volume.backing", "warn", &["tmpfs", "allow"]);
 }
 
@@ -165,7 +171,8 @@ fn device_that_appears_within_wait_passes() {
     let at = t.volume_path();
     std::fs::create_dir_all(&at).unwrap();
     let img = Image::formatted(t.images().join("late.img"), FsKind::Ext4, &l, None, &[]);
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\nwait = \"30s\""), "");
+    let cfg =
+        t.write_guard_config_with(|c| c.volume_device(&format!("LABEL={l}")).volume_wait("30s"));
     let running = Guard::with_config(&cfg).spawn(&["--json", "volume"]);
     // The guard has looked once and found nothing: now the disk arrives.
     running.wait_for_stderr("waiting", Duration::from_secs(10));
@@ -200,6 +207,6 @@ fn healthy_volume_meets_min_free() {
     };
     let t = TempRoot::new();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
-    let cfg = t.write_guard_config(&format!("min_free = \"16MiB\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| c.volume_min_free("16MiB").volume_wait(SHORT_WAIT));
     check(&cfg, 0, "volume.free-space", "pass", &["minimum 16.0 MiB"]);
 }

@@ -74,7 +74,7 @@ fn config_errors_exit_3_and_name_file_and_key() {
     let ccfg = t.containerd_config().display().to_string();
     config_error(
         &t,
-        &format!("{head}[volume]\n{SHORT_WAIT}\n"),
+        &format!("{head}[volume]\nwait = \"{SHORT_WAIT}\"\n"),
         &[&ccfg, "root"],
     );
     // --config naming a missing file.
@@ -99,7 +99,7 @@ fn usage_errors_exit_2() {
 #[test]
 fn config_shows_values_and_their_sources() {
     let t = TempRoot::new();
-    let cfg = t.write_guard_config("wait = \"7s\"\nmin_free = \"1GiB\"", "");
+    let cfg = t.write_guard_config_with(|c| c.volume_wait("7s").volume_min_free("1GiB"));
     let file = cfg.display().to_string();
     let o = Guard::with_config(&cfg).run(&["config"]);
     assert_eq!(o.code, 0, "{}", o.dump());

@@ -26,7 +26,7 @@ fn nothing_mounted_fails_after_a_bounded_wait() {
     };
     let t = TempRoot::on_root_filesystem();
     std::fs::create_dir_all(t.volume_path()).unwrap();
-    let cfg = t.write_guard_config(SHORT_WAIT, "");
+    let cfg = t.write_guard_config_with(|c| c.volume_wait(SHORT_WAIT));
     let path = t.volume_path().display().to_string();
     let o = check(
         &cfg,
@@ -50,7 +50,7 @@ fn a_volume_path_that_does_not_exist_is_said_to_not_exist() {
     };
     let t = TempRoot::on_root_filesystem();
     assert!(!t.volume_path().exists());
-    let cfg = t.write_guard_config(SHORT_WAIT, "");
+    let cfg = t.write_guard_config_with(|c| c.volume_wait(SHORT_WAIT));
     let path = t.volume_path().display().to_string();
     let o = check(
         &cfg,
@@ -67,7 +67,7 @@ fn a_volume_path_that_does_not_exist_is_said_to_not_exist() {
 #[test]
 fn a_sysroot_that_does_not_exist_is_a_usage_error_naming_it() {
     let t = TempRoot::new();
-    let cfg = t.write_guard_config(SHORT_WAIT, "");
+    let cfg = t.write_guard_config_with(|c| c.volume_wait(SHORT_WAIT));
     let missing = t.path().join("no-such-sysroot");
     let shown = missing.display().to_string();
     for args in [&["volume"][..], &["--json", "verify"], &["status"]] {
@@ -95,7 +95,10 @@ fn wrong_label_fails_and_names_the_label() {
     let mounted = label();
     let wanted = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &mounted, &t.volume_path());
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={wanted}\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={wanted}"))
+            .volume_wait(SHORT_WAIT)
+    });
     check(
         &cfg,
         1,
@@ -114,10 +117,10 @@ fn uuid_mismatch_fails_and_shows_both_devices() {
     let mounted = LoopVolume::new(&t.images(), FsKind::Ext4, &label(), &t.volume_path());
     // The expected disk exists (attached, not mounted): a different device is mounted.
     let other = LoopVolume::unmounted(&t.images(), FsKind::Ext4, &label(), &[]);
-    let cfg = t.write_guard_config(
-        &format!("device = \"UUID={}\"\n{SHORT_WAIT}", other.uuid),
-        "",
-    );
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("UUID={}", other.uuid))
+            .volume_wait(SHORT_WAIT)
+    });
     check(
         &cfg,
         1,
@@ -138,7 +141,7 @@ fn tmpfs_fails() {
     };
     let t = TempRoot::new();
     let _m = Mount::fs("tmpfs", "cg-test-tmpfs", &t.volume_path(), "size=16m");
-    let cfg = t.write_guard_config(SHORT_WAIT, "");
+    let cfg = t.write_guard_config_with(|c| c.volume_wait(SHORT_WAIT));
     let o = check(&cfg, 1, "volume.backing", "fail", &["tmpfs", "not a disk"]);
     o.expect(1, "volume.fstype", "fail");
 }
@@ -158,7 +161,7 @@ fn overlay_fails() {
         base.display()
     );
     let _m = Mount::fs("overlay", "cg-test-overlay", &t.volume_path(), &opts);
-    let cfg = t.write_guard_config(SHORT_WAIT, "");
+    let cfg = t.write_guard_config_with(|c| c.volume_wait(SHORT_WAIT));
     check(
         &cfg,
         1,
@@ -191,7 +194,7 @@ fn bind_mount_of_a_root_filesystem_directory_fails() {
         src_dev.unwrap(),
         "test premise: the temp dir must be on the root filesystem"
     );
-    let cfg = t.write_guard_config(SHORT_WAIT, "");
+    let cfg = t.write_guard_config_with(|c| c.volume_wait(SHORT_WAIT));
     check(
         &cfg,
         1,
@@ -209,7 +212,8 @@ fn device_that_never_appears_fails_after_wait() {
     let t = TempRoot::new();
     std::fs::create_dir_all(t.volume_path()).unwrap();
     let l = label();
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\nwait = \"1s\""), "");
+    let cfg =
+        t.write_guard_config_with(|c| c.volume_device(&format!("LABEL={l}")).volume_wait("1s"));
     let o = Guard::with_config(&cfg).volume_json();
     o.expect(1, "volume.device", "fail")
         .expect(1, "volume.mounted", "fail")
@@ -236,7 +240,10 @@ fn read_only_mount_fails() {
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::with(&t.images(), FsKind::Ext4, &l, &[], &t.volume_path(), "ro");
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait(SHORT_WAIT)
+    });
     check(&cfg, 1, "volume.writable", "fail", &["read-only", "ro"]);
 }
 
@@ -255,7 +262,10 @@ fn ext4_errors_remount_ro_trip_fails() {
         &t.volume_path(),
         "errors=remount-ro",
     );
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait(SHORT_WAIT)
+    });
     check(&cfg, 0, "volume.writable", "pass", &[]);
     support::mounts::trip_ext4_error(&v.device, &t.volume_path());
     check(
@@ -292,7 +302,7 @@ fn full_volume_fails_min_free() {
             v.mount_point().join("fill").to_str().unwrap(),
         ],
     );
-    let cfg = t.write_guard_config(&format!("min_free = \"16MiB\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| c.volume_min_free("16MiB").volume_wait(SHORT_WAIT));
     check(
         &cfg,
         1,
@@ -325,7 +335,7 @@ fn too_few_free_inodes_fails_min_free_inodes() {
     }
     let left = statvfs(v.mount_point()).files_available();
     assert!(left < 50, "premise: few inodes left, have {left}");
-    let cfg = t.write_guard_config(&format!("min_free_inodes = 50\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| c.volume_min_free_inodes(50).volume_wait(SHORT_WAIT));
     check(
         &cfg,
         1,
@@ -362,7 +372,10 @@ fn hidden_data_under_the_mount_point_warns_with_its_size() {
         !stale.exists(),
         "premise: the volume hides the old directory"
     );
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait(SHORT_WAIT)
+    });
     let o = check(
         &cfg,
         0,
@@ -388,7 +401,10 @@ fn containerd_already_running_fails_volume_but_not_verify() {
     let t = TempRoot::new();
     let l = label();
     let _v = LoopVolume::new(&t.images(), FsKind::Ext4, &l, &t.volume_path());
-    let cfg = t.write_guard_config(&format!("device = \"LABEL={l}\"\n{SHORT_WAIT}"), "");
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait(SHORT_WAIT)
+    });
     check(&cfg, 0, "volume.containerd-not-started", "pass", &[]);
     let c = Containerd::start(&t);
     let socket = t.socket().display().to_string();

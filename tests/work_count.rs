@@ -118,7 +118,7 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_no_pod_process_wh
         return;
     };
     let node = HygieneNode::start();
-    let cfg = node.t.write_guard_config("", "");
+    let cfg = node.t.write_guard_config();
     let mut running = pods(&node, 0, 1);
     let few = work_of(&cfg, node.t.path(), "few");
     running.extend(pods(&node, 1, 5));

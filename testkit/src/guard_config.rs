@@ -26,6 +26,8 @@ use toml::{Table, Value};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GuardConfig {
     table: Table,
+    /// Set by [`GuardConfig::metrics_textfile_default`]: no textfile named, on purpose.
+    default_textfile: bool,
 }
 
 fn path(p: impl AsRef<Path>) -> Value {
@@ -103,7 +105,7 @@ setters! {
     /// `[sandbox] image`.
     sandbox_image(reference: &str) => "sandbox.image" = text(reference);
     /// `[sandbox] archives`.
-    sandbox_archives(archives: &[PathBuf]) => "sandbox.archives" = paths(archives);
+    sandbox_archives(archives: &[impl AsRef<Path>]) => "sandbox.archives" = paths(archives);
     /// `[sandbox] pull`.
     sandbox_pull(on: bool) => "sandbox.pull" = Value::Boolean(on);
     /// `[sandbox] pull_timeout`, a duration.
@@ -163,6 +165,19 @@ impl GuardConfig {
         self.set("metrics.textfile", text(""))
     }
 
+    /// No `[metrics] textfile`: the guard writes its default path, the host's
+    /// node_exporter file. Only for a guard run where that path is the test's own (a mount
+    /// namespace binding a test directory over its parent): without this, [`GuardConfig::write`]
+    /// refuses a config that names no textfile.
+    #[must_use]
+    pub fn metrics_textfile_default(mut self) -> Self {
+        if let Some(metrics) = self.table.get_mut("metrics").and_then(Value::as_table_mut) {
+            metrics.remove("textfile");
+        }
+        self.default_textfile = true;
+        self
+    }
+
     /// Sets one dotted key (`section.name`, or a top-level name); later values win.
     fn set(mut self, dotted: &str, value: Value) -> Self {
         match dotted.split_once('.') {
@@ -200,12 +215,12 @@ impl GuardConfig {
     /// requires); returns its path.
     pub fn write(&self, t: &TempRoot) -> PathBuf {
         assert!(
-            self.get("metrics.textfile").is_some(),
+            self.get("metrics.textfile").is_some() || self.default_textfile,
             "a test's guard config must name its metrics textfile (GuardConfig::in_tree), \
              or the guard writes the host's node_exporter file:\n{}",
             self.render()
         );
-        t.write_guard_config_raw(&self.render())
+        t.write_guard_config_file(&self.render())
     }
 }
 

@@ -25,7 +25,7 @@
 //!     let t = TempRoot::new(); // containerd config.toml with root/state/socket under a tempdir
 //!     let label = unique("cg", 8);
 //!     let _vol = LoopVolume::new(&t.images(), FsKind::Ext4, &label, &t.volume_path());
-//!     let cfg = t.write_guard_config(&format!("device = \"LABEL={label}\""), "");
+//!     let cfg = t.write_guard_config_with(|c| c.volume_device(&format!("LABEL={label}")));
 //!     Guard::with_config(&cfg).volume_json().expect(0, "volume.device", "pass");
 //!     let ctrd = Containerd::start(&t); // real containerd on t's paths; killed on drop
 //!     let out = Guard::with_config(&cfg).run(&["--json", "verify"]);

@@ -131,28 +131,19 @@ impl Node {
             .containerd_restart(&[&restart.display().to_string()])
     }
 
-    /// The text of [`Node::guard_config`] without its metrics table, then `extra` tables,
-    /// then the metrics textfile in the test's tree unless `extra` has `[metrics]`
-    /// ([`TempRoot::with_metrics_in_tree`]).
-    pub fn config_text(&self, restart: &Path, extra: &str) -> String {
-        let base = GuardConfig::new()
-            .state_dir(self.t.guard_state_dir())
-            .containerd_config(self.t.containerd_config())
-            .containerd_wait("20s")
-            .containerd_restart(&[&restart.display().to_string()]);
-        format!(
-            "{}
-{}
-",
-            base.render(),
-            self.t.with_metrics_in_tree(extra)
-        )
+    /// [`Node::guard_config`], written as the guard's config file.
+    pub fn config(&self, restart: &Path) -> PathBuf {
+        self.guard_config(restart).write(&self.t)
     }
 
-    /// [`Node::config_text`], written as the guard's config file.
-    pub fn config(&self, restart: &Path, extra: &str) -> PathBuf {
-        self.t
-            .write_guard_config_raw(&self.config_text(restart, extra))
+    /// [`Node::guard_config`] with the keys `adjust` sets, written as the guard's config
+    /// file: `n.config_with(&restart, |c| c.sandbox_pull(false).hold_timeout("3s"))`.
+    pub fn config_with(
+        &self,
+        restart: &Path,
+        adjust: impl FnOnce(GuardConfig) -> GuardConfig,
+    ) -> PathBuf {
+        adjust(self.guard_config(restart)).write(&self.t)
     }
 
     pub fn state_file(&self) -> PathBuf {

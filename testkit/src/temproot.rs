@@ -9,6 +9,7 @@
 //!   <t>/run/containerd-guard     the guard's `state_dir` (status file, volume.ok marker)
 //!   <t>/img                      images for loop devices
 
+use super::GuardConfig;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -217,29 +218,37 @@ state = "{state}"
         )
     }
 
-    /// Writes the guard's config: `state_dir` under this tree, `[containerd] config` names this tree's containerd
-    /// config, followed by `[volume]` with `volume` as its body, then `extra` verbatim
-    /// (further tables; must not repeat `[containerd]` or `[volume]`), then the metrics
-    /// textfile in this tree unless `extra` has `[metrics]` ([`Self::with_metrics_in_tree`]).
-    pub fn write_guard_config(&self, volume: &str, extra: &str) -> PathBuf {
-        let text = format!(
-            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\n\n[volume]\n{volume}\n{}\n",
-            self.guard_state_dir().display(),
-            self.containerd_config().display(),
-            self.with_metrics_in_tree(extra)
-        );
-        self.write_guard_config_raw(&text)
+    /// Writes [`GuardConfig::in_tree`] as the guard's config: `state_dir`, `[containerd]
+    /// config` and the metrics textfile in this tree, every other key at its default.
+    pub fn write_guard_config(&self) -> PathBuf {
+        GuardConfig::in_tree(self).write(self)
     }
 
-    /// Writes the guard's config file as given, plus the metrics table of
+    /// [`TempRoot::write_guard_config`] with the keys `adjust` sets:
+    /// `t.write_guard_config_with(|c| c.volume_device("LABEL=x").volume_wait("1s"))`.
+    pub fn write_guard_config_with(
+        &self,
+        adjust: impl FnOnce(GuardConfig) -> GuardConfig,
+    ) -> PathBuf {
+        adjust(GuardConfig::in_tree(self)).write(self)
+    }
+
+    /// Writes `text` as the guard's config file, as given, plus the metrics table of
     /// [`Self::with_metrics_in_tree`] when the text says nothing about metrics: a test never
     /// rewrites the host's node_exporter file (appended last, so a broken text still breaks
-    /// on its own line).
+    /// on its own line). For tests of a bad or hostile config only (a syntax error, an
+    /// unknown key, a wrong type): a valid config is built with
+    /// [`TempRoot::write_guard_config_with`] or [`GuardConfig`].
     pub fn write_guard_config_raw(&self, text: &str) -> PathBuf {
         let text = match text.contains("metrics") {
             true => text.to_string(),
             false => self.with_metrics_in_tree(text),
         };
+        self.write_guard_config_file(&text)
+    }
+
+    /// Writes the guard's config file: `text`, mode 0644.
+    pub(crate) fn write_guard_config_file(&self, text: &str) -> PathBuf {
         let p = self.guard_config_path();
         std::fs::write(&p, text).expect("write guard config");
         // The guard refuses a config another user could write: 0644 whatever the umask.

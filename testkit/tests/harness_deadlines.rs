@@ -99,7 +99,7 @@ fn a_guard_facing_a_stopped_containerd_is_bounded() {
         return;
     };
     let n = Node::healthy("localhost/guard-test/pause:deadline");
-    let cfg = n.config(&n.ctrd.noop_program(), "");
+    let cfg = n.config(&n.ctrd.noop_program());
     let containerd = nix::unistd::Pid::from_raw(n.ctrd.pid());
     nix::sys::signal::kill(containerd, nix::sys::signal::Signal::SIGSTOP).unwrap();
     let started = Instant::now();

@@ -205,7 +205,7 @@ fn a_nodes_guard_config_puts_the_metrics_textfile_in_its_own_tree() {
     // /var/lib/prometheus/node-exporter/containerd-guard.prom (the default path).
     let n = node_with_image("selftest-metrics");
     n.import_image();
-    let cfg = n.config(&n.ctrd.restart_program(), "[sandbox]\npull = false\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let named = textfiles(&cfg);
     assert_eq!(
         named,
@@ -221,11 +221,11 @@ fn a_nodes_guard_config_puts_the_metrics_textfile_in_its_own_tree() {
     assert!(text.contains("containerd_guard_usable 1"), "{text}");
 
     // A test's own [metrics] table is kept, alone (a TOML table may appear only once).
-    let cfg = n.config(&n.ctrd.restart_program(), "[metrics]\ntextfile = \"\"\n");
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.metrics_off());
     assert_eq!(textfiles(&cfg), vec![String::new()]);
-    let cfg = n.t.write_guard_config("", "[metrics]\ntextfile = \"\"\n");
+    let cfg = n.t.write_guard_config_with(|c| c.metrics_off());
     assert_eq!(textfiles(&cfg), vec![String::new()]);
-    let cfg = n.t.write_guard_config("", "");
+    let cfg = n.t.write_guard_config();
     assert_eq!(
         textfiles(&cfg),
         vec![n.t.metrics_textfile().display().to_string()]

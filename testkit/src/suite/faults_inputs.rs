@@ -22,9 +22,6 @@ pub fn image(tag: &str) -> String {
 pub trait InputsNode {
     /// A good OCI archive of the sandbox image, root's, 0644.
     fn archive(&self) -> PathBuf;
-    /// The guard's whole config ([`Node::config_text`]) with the restart program, written
-    /// as the guard's config file.
-    fn config_with(&self, extra: &str) -> PathBuf;
     /// Nothing was done: no restart, the same containerd, no state written, no content
     /// lost.
     fn assert_untouched(&self, pid: i32, before: &ContentSnapshot);
@@ -35,11 +32,6 @@ impl InputsNode for Node {
         let p = self.oci_archive(false);
         chmod(&p, 0o644);
         p
-    }
-
-    fn config_with(&self, extra: &str) -> PathBuf {
-        let text = self.config_text(&self.ctrd.restart_program(), extra);
-        self.t.write_guard_config_raw(&text)
     }
 
     #[track_caller]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use support::hygiene::lock_holders;
 use support::locks::pid_alive;
 use support::workload::{ctr, HygieneNode, Pod, LOCKER_IMAGE};
-use support::{poll_until, run, run_quiet, unique, Guard, Outcome};
+use support::{poll_until, run, run_quiet, unique, Guard, GuardConfig, Outcome};
 
 pub const TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc"];
 
@@ -34,9 +34,17 @@ pub fn running_locker(pod: &Pod, name: &str, dir: &Path) -> (String, i32) {
     (cid, pid)
 }
 
-/// The guard's config for this node; `extra` adds tables.
-pub fn guard_config(n: &HygieneNode, extra: &str) -> PathBuf {
-    n.t.write_guard_config("", extra)
+/// The guard's config for this node ([`TempRoot::write_guard_config`](support::TempRoot)).
+pub fn guard_config(n: &HygieneNode) -> PathBuf {
+    n.t.write_guard_config()
+}
+
+/// [`guard_config`] with the keys `adjust` sets.
+pub fn guard_config_with(
+    n: &HygieneNode,
+    adjust: impl FnOnce(GuardConfig) -> GuardConfig,
+) -> PathBuf {
+    n.t.write_guard_config_with(adjust)
 }
 
 /// With `GUARD_TEST_SHOW=1`, prints what an operator would see (the table) for the

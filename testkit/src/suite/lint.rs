@@ -76,7 +76,7 @@ pub fn fragment_base() -> GuardConfig {
 pub fn fragment() -> GuardConfig {
     fragment_base()
         .volume_device("LABEL=containerd")
-        .sandbox_archives(&["/usr/lib/containerd-guard/images/pause.tar".into()])
+        .sandbox_archives(&["/usr/lib/containerd-guard/images/pause.tar"])
 }
 
 pub const LIB: &str = "/usr/lib/systemd/system";

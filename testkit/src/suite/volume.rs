@@ -8,7 +8,7 @@ use support::{unique, Guard, Outcome};
 pub const TOOLS: &[&str] = &["losetup", "mkfs.ext4", "mount", "umount"];
 
 /// Short `wait` for cases where nothing will appear: bounded and fast.
-pub const SHORT_WAIT: &str = "wait = \"300ms\"";
+pub const SHORT_WAIT: &str = "300ms";
 
 /// Runs `guard volume` with `--json` and as a table; asserts both exit with `code`, that
 /// finding `id` has `status`, that the table lists it with its label, and that both name
