@@ -55,12 +55,11 @@ impl FullBacklog {
 }
 
 fn config(t: &TempRoot, label: &str) -> PathBuf {
-    t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"2s\"\n\n\
-         [volume]\ndevice = \"LABEL={label}\"\nwait = \"300ms\"\n",
-        t.guard_state_dir().display(),
-        t.containerd_config().display()
-    ))
+    t.write_guard_config_with(|c| {
+        c.containerd_wait("2s")
+            .volume_device(&format!("LABEL={label}"))
+            .volume_wait("300ms")
+    })
 }
 
 /// The bound each command must end within here: its own waits (300 ms for the volume, 2 s

@@ -172,14 +172,14 @@ fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
             t.path().display()
         ),
     );
-    let cfg = t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nsocket = \"{}\"\nwait = \"1s\"\nrestart = [\"{}\"]\n\n\
-         [remediation]\nrestart_budget = 1\nbackoff = \"1h\"\n\n[hold]\ntimeout = \"2s\"\n",
-        t.guard_state_dir().display(),
-        t.containerd_config().display(),
-        sock.display(),
-        noop.display()
-    ));
+    let cfg = t.write_guard_config_with(|c| {
+        c.containerd_socket(&sock)
+            .containerd_wait("1s")
+            .containerd_restart(&[&noop.display().to_string()])
+            .remediation_restart_budget(1)
+            .remediation_backoff("1h")
+            .hold_timeout("2s")
+    });
     let started = Instant::now();
     let v = Guard::with_config(&cfg).run(&["--json", "verify"]);
     assert!(
@@ -249,12 +249,12 @@ fn s13_no_restart_without_a_durable_record() {
     // state_dir on a read-only filesystem: readable (empty), not writable.
     let ro = n.t.path().join("ro-state");
     let _ro = Mount::fs("tmpfs", "cg-ro-state", &ro, "ro,size=1m");
-    let cfg = n.t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nrestart = [\"{}\"]\n\n[sandbox]\npull = false\n\n[hold]\ntimeout = \"1s\"\n",
-        ro.display(),
-        n.t.containerd_config().display(),
-        n.ctrd.restart_program().display()
-    ));
+    let cfg = n.t.write_guard_config_with(|c| {
+        c.state_dir(&ro)
+            .containerd_restart(&[&n.ctrd.restart_program().display().to_string()])
+            .sandbox_pull(false)
+            .hold_timeout("1s")
+    });
     let before = n.content();
     let out = runtime(&cfg);
     out.expect(1, "remedy.budget", "fail")

@@ -131,13 +131,12 @@ fn s14_containerd_held_by_phase_1_is_not_restarted_and_status_says_why() {
         &format!("#!/bin/sh\necho restart >> '{}'\n", log.display()),
     );
     // Nothing is mounted at containerd's root: phase 1 fails and containerd never starts.
-    let cfg = t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"1s\"\nrestart = [\"{}\"]\n\n\
-         [volume]\nwait = \"200ms\"\n\n[hold]\ntimeout = \"30s\"\n",
-        t.guard_state_dir().display(),
-        t.containerd_config().display(),
-        restart.display()
-    ));
+    let cfg = t.write_guard_config_with(|c| {
+        c.containerd_wait("1s")
+            .containerd_restart(&[&restart.display().to_string()])
+            .volume_wait("200ms")
+            .hold_timeout("30s")
+    });
     Guard::with_config(&cfg)
         .run(&["--json", "volume"])
         .expect(1, "volume.mounted", "fail");

@@ -10,7 +10,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use support::node::{runtime, Node, TOOLS};
 use support::runtime::{dead_port, PauseImage, Restartable};
-use support::{root_or_skip, run, run_quiet, unique, FsKind, Guard, LoopVolume, Outcome, TempRoot};
+use support::{
+    root_or_skip, run, run_quiet, unique, FsKind, Guard, GuardConfig, LoopVolume, Outcome, TempRoot,
+};
 
 fn shown(p: &Path) -> String {
     p.display().to_string()
@@ -43,14 +45,14 @@ fn snapshot(p: &Path) -> Snapshot {
 /// The guard's config for a node whose volume is `LABEL=label` and whose restart command
 /// is the test's restart program (written by `Restartable::start` at this path).
 fn volume_node_config(t: &TempRoot, label: &str) -> PathBuf {
-    t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"20s\"\nrestart = [\"{}\"]\n\n\
-         [volume]\ndevice = \"LABEL={label}\"\nwait = \"2s\"\n\n[sandbox]\npull = false\n\n\
-         [hold]\ntimeout = \"60s\"\n",
-        shown(&t.guard_state_dir()),
-        shown(&t.containerd_config()),
-        shown(&t.path().join("restart-containerd")),
-    ))
+    t.write_guard_config_with(|c| {
+        c.containerd_wait("20s")
+            .containerd_restart(&[&shown(&t.path().join("restart-containerd"))])
+            .volume_device(&format!("LABEL={label}"))
+            .volume_wait("2s")
+            .sandbox_pull(false)
+            .hold_timeout("60s")
+    })
 }
 
 #[test]
@@ -275,17 +277,12 @@ fn missing_volume_config(tree: &Path, state_dir: &Path, textfile: &Path) -> Path
     )
     .unwrap();
     chmod(&containerd, 0o644);
-    std::fs::write(
-        &t,
-        format!(
-            "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\n\n[volume]\nwait = \"0s\"\n\n\
-             [metrics]\ntextfile = \"{}\"\n",
-            shown(state_dir),
-            shown(&containerd),
-            shown(textfile)
-        ),
-    )
-    .unwrap();
+    let config = GuardConfig::new()
+        .state_dir(state_dir)
+        .containerd_config(&containerd)
+        .volume_wait("0s")
+        .metrics_textfile(textfile);
+    std::fs::write(&t, config.render()).unwrap();
     chmod(&t, 0o644);
     t
 }
@@ -441,7 +438,8 @@ fn repair_lock_that_is_a_symlink_in_root_s_state_dir_is_refused_naming_it() {
 
 // ---- config bounds and the ownership of config.d -----------------------------------------
 
-/// A config that is valid but for `section` (a TOML table body appended).
+/// A config that is valid but for `extra` (TOML tables appended as text: these tests write
+/// values out of bounds, which the builder's typed setters would not let them spell).
 fn config_with(t: &TempRoot, extra: &str) -> PathBuf {
     t.write_guard_config_raw(&format!(
         "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\n\n{extra}\n",

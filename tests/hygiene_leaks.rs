@@ -163,12 +163,8 @@ fn hygiene_is_skipped_where_no_socket_is(n: &HygieneNode, socket: &Path, cid: &s
     let state = n.t.guard_state_dir();
     let listing = || std::fs::read_dir(&state).map(|d| d.count()).unwrap_or(0);
     let (files, metrics) = (listing(), std::fs::read(n.t.metrics_textfile()).ok());
-    let cfg = n.t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nsocket = \"{}\"\n",
-        state.display(),
-        n.t.containerd_config().display(),
-        missing.display()
-    ));
+    let cfg =
+        n.t.write_guard_config_with(|c| c.containerd_socket(&missing));
     for args in [&["hygiene"][..], &["hygiene", "--dry-run"]] {
         let out = Guard::with_config(&cfg).run(args);
         assert_eq!(out.code, 0, "{}", out.dump());
@@ -271,11 +267,7 @@ fn h11_without_the_task_bundles_containerd_is_asked_and_the_verdicts_are_the_sam
     );
     let moved = n.t.path().join("containerd-other-state.toml");
     std::fs::write(&moved, other.join("\n")).unwrap();
-    let cfg = n.t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n[containerd]\nconfig = \"{}\"\n",
-        n.t.guard_state_dir().display(),
-        moved.display()
-    ));
+    let cfg = n.t.write_guard_config_with(|c| c.containerd_config(&moved));
     let stray = CtrMadeTask::start(&n, "k8s.io");
     let leaky = n.pod("leaky");
     let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));

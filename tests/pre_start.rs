@@ -227,12 +227,12 @@ fn initrd_tree(t: &TempRoot, label: &str, fstab: &str) -> (std::path::PathBuf, s
     )
     .unwrap();
     std::fs::write(sysroot.join("etc/fstab"), fstab).unwrap();
-    let cfg = t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"/etc/containerd/config.toml\"\n\n\
-         [volume]\ndevice = \"LABEL={label}\"\nwait = \"2s\"\nmount = true\n\n{}",
-        t.guard_state_dir().display(),
-        t.with_metrics_in_tree("")
-    ));
+    let cfg = t.write_guard_config_with(|c| {
+        c.containerd_config("/etc/containerd/config.toml")
+            .volume_device(&format!("LABEL={label}"))
+            .volume_wait("2s")
+            .volume_mount(true)
+    });
     (sysroot, cfg)
 }
 

@@ -181,12 +181,10 @@ fn a_silent_containerds_fix_fits_the_command_that_prints_it() {
     let t = TempRoot::new();
     t.write_containerd_config_with(Some("127.0.0.1:1/guard/pause:silent"));
     drop(std::os::unix::net::UnixListener::bind(t.socket()).unwrap());
-    let cfg = t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nconfig = \"{}\"\nwait = \"300ms\"\n\
-         restart = [\"systemctl\", \"restart\", \"containerd\"]\n",
-        t.guard_state_dir().display(),
-        t.containerd_config().display()
-    ));
+    let cfg = t.write_guard_config_with(|c| {
+        c.containerd_wait("300ms")
+            .containerd_restart(&["systemctl", "restart", "containerd"])
+    });
     let g = Guard::with_config(&cfg);
     let fix = |args: &[&str]| {
         let out = g.run(&[&["--json"], args].concat());

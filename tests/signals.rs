@@ -20,7 +20,9 @@ use support::hygiene::{cgroup_hierarchies, remove_cgroup_tree, v1_hierarchy};
 use support::node::{Node, TOOLS};
 use support::runtime::{block_on, dead_port};
 use support::workload::pod_cgroup;
-use support::{guard_bin, poll_until, random_uuid, root_or_skip, unique, Guard, TempRoot};
+use support::{
+    guard_bin, poll_until, random_uuid, root_or_skip, unique, Guard, GuardConfig, TempRoot,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 /// A guard told to end must be gone within this long once its section is done.
@@ -294,11 +296,12 @@ fn sig02_a_signal_outside_any_section_ends_the_guard_at_once() {
         return;
     };
     let t = TempRoot::new();
-    let cfg = t.write_guard_config_raw(&format!(
-        "state_dir = \"{}\"\n\n[containerd]\nsocket = \"{}\"\nwait = \"60s\"\n",
-        t.guard_state_dir().display(),
-        t.path().join("no.sock").display()
-    ));
+    let cfg = GuardConfig::new()
+        .state_dir(t.guard_state_dir())
+        .containerd_socket(t.path().join("no.sock"))
+        .containerd_wait("60s")
+        .metrics_textfile(t.metrics_textfile())
+        .write(&t);
     for sig in [Signal::SIGTERM, Signal::SIGINT] {
         let mut guard = Hooked::spawn(&cfg, &["-v", "verify"], None, t.path());
         poll_until("the guard to wait for containerd", WAIT, || {

@@ -16,7 +16,11 @@
 //! Values are what the guard's file takes: durations and sizes as its strings ("90s",
 //! "2GiB"), paths as paths, lists as slices. A config the builder cannot express (a
 //! deliberately broken file, an unknown key a test expects refused) is still written as
-//! text with [`TempRoot::write_guard_config_raw`].
+//! text with [`TempRoot::write_guard_config_raw`], and only such a config.
+//!
+//! Most tests start from a base and adjust it: [`TempRoot::write_guard_config_with`]
+//! (this module's [`GuardConfig::in_tree`]) or `Node::config_with` (the node's base, with
+//! its restart program), each taking a closure `|c| c.hold_timeout("3s")`.
 
 use super::TempRoot;
 use std::path::{Path, PathBuf};
@@ -212,8 +216,14 @@ impl GuardConfig {
     }
 
     /// Writes the rendered config as `t`'s guard config (mode 0644, as the guard
-    /// requires); returns its path.
+    /// requires); returns its path. A metrics textfile in `t`'s tree gets its directory.
     pub fn write(&self, t: &TempRoot) -> PathBuf {
+        if let Some(textfile) = self.get("metrics.textfile").and_then(Value::as_str) {
+            let textfile = Path::new(textfile);
+            if let Some(dir) = textfile.parent().filter(|d| d.starts_with(t.path())) {
+                std::fs::create_dir_all(dir).expect("create metrics dir");
+            }
+        }
         assert!(
             self.get("metrics.textfile").is_some() || self.default_textfile,
             "a test's guard config must name its metrics textfile (GuardConfig::in_tree), \
@@ -279,5 +289,15 @@ mod tests {
             .containerd_wait("2s");
         assert_eq!(cfg.get("containerd.wait"), Some(&text("2s")));
         assert_eq!(cfg.render().matches("wait").count(), 1, "{}", cfg.render());
+    }
+
+    #[test]
+    fn the_default_textfile_is_chosen_only_by_name() {
+        let cfg = GuardConfig::new()
+            .metrics_textfile("/x/g.prom")
+            .metrics_textfile_default();
+        assert_eq!(cfg.get("metrics.textfile"), None);
+        assert!(!cfg.render().contains("textfile"), "{}", cfg.render());
+        assert_ne!(cfg, GuardConfig::new().metrics_textfile("/x/g.prom"));
     }
 }

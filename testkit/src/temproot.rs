@@ -236,9 +236,10 @@ state = "{state}"
     /// Writes `text` as the guard's config file, as given, plus the metrics table of
     /// [`Self::with_metrics_in_tree`] when the text says nothing about metrics: a test never
     /// rewrites the host's node_exporter file (appended last, so a broken text still breaks
-    /// on its own line). For tests of a bad or hostile config only (a syntax error, an
-    /// unknown key, a wrong type): a valid config is built with
-    /// [`TempRoot::write_guard_config_with`] or [`GuardConfig`].
+    /// on its own line). Only for a config that must be text: a bad or hostile one (a
+    /// syntax error, an unknown key, a wrong type, a value out of bounds) or a fixture
+    /// file. A valid config is built with [`TempRoot::write_guard_config_with`],
+    /// [`Node::config_with`](super::node::Node::config_with) or [`GuardConfig`].
     pub fn write_guard_config_raw(&self, text: &str) -> PathBuf {
         let text = match text.contains("metrics") {
             true => text.to_string(),
