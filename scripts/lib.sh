@@ -13,10 +13,13 @@
 #   gcc libc6-dev          - a static pause binary for the locally built sandbox image
 #   prometheus-node-exporter prometheus - the metrics as Prometheus scrapes them, promtool
 #   ShellCheck             - the package `shellcheck`: lints every shell script (scripts/test)
+#   rpm rpm2cpio cpio rpmlint - scripts/rpm: rpmbuild, `rpm --root`, unpacking, rpmlint
+#   dpkg-dev binutils      - scripts/deb and scripts/rpm: dpkg-shlibdeps, readelf (check-glibc)
 # shellcheck disable=SC2034 # used by scripts/test, which sources this file
 TEST_PACKAGES=(containerd runc e2fsprogs xfsprogs btrfs-progs fdisk util-linux
     docker-registry protobuf-compiler time gcc libc6-dev shellcheck
-    prometheus-node-exporter prometheus strace)
+    prometheus-node-exporter prometheus strace
+    rpm rpm2cpio cpio rpmlint dpkg-dev binutils)
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
