@@ -7,6 +7,13 @@ use crate::host::mountinfo::MountTable;
 use crate::report::status_of;
 use std::path::PathBuf;
 
+/// The decide step, its findings checked against the scenario's golden report.
+fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Finding>, Plan) {
+    let (findings, plan) = super::judge(knobs, hygiene_blocks, obs);
+    crate::phases::runtime::tests::golden::check(&findings);
+    (findings, plan)
+}
+
 fn healthy() -> Observation {
     let answering = Answering {
         version: Ok(("1.6.20~ds1".into(), "1.6.20~ds1-1".into())),

@@ -10,6 +10,7 @@
 
 mod canary;
 mod facts;
+pub(super) mod golden;
 mod history;
 mod hygiene;
 mod image;
@@ -390,5 +391,6 @@ fn go(w: &mut Fake, s: &Settings, mode: Mode) -> (Vec<Finding>, End) {
     let gate = rt.block_on(run(w, s, mode, crate::command::Command::Runtime));
     assert!(!w.locked, "the repair lock outlived the run");
     assert_eq!(w.slept_locked, 0, "slept while holding the repair lock");
+    golden::check(&gate.findings);
     (gate.findings, gate.end)
 }
