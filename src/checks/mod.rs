@@ -29,92 +29,28 @@
 //!
 //! `docs/development.md` walks through an example.
 
-pub mod canary {
-    pub mod facts;
-    pub mod rules;
-}
-
-pub mod eviction {
-    pub mod facts;
-    pub mod rules;
-}
-
-pub mod kill_mode {
-    pub mod facts;
-    pub mod rules;
-}
-
-pub mod leaked_tasks {
-    pub mod facts;
-    pub mod rules;
-}
-
-pub mod orphans {
-    pub mod facts;
-    pub mod rules;
-}
-
-pub mod runtime {
-    pub mod facts;
-    pub mod rules;
-}
-
-pub mod sandbox_image {
-    pub mod facts;
-    pub mod rules;
-}
-
-pub mod stale {
-    pub mod facts;
-    pub mod rules;
-}
-
+pub mod family;
 pub mod volume {
     pub mod facts;
     pub mod rules;
 }
-
 pub mod workloads;
 
-use crate::report::Id;
+pub use family::{Family, Judging, Remedy, Verdict};
 
-/// Phase 2's families, as a run names those it covers. Each command's list is written
-/// once, in its `Mode` constant (`src/phases/runtime/mod.rs`); a run gathers the facts of
-/// its families only and reports their findings only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// containerd answers, CRI serves (`runtime.answers` is part of every run).
-    Runtime,
-    Stale,
-    SandboxImage,
-    LeakedTasks,
-    Orphans,
-    KillMode,
-    /// A canary pod made and removed (`guard runtime`, `guard verify --deep`).
-    Canary,
-    /// kubelet's eviction thresholds cover containerd's volume.
-    Eviction,
-}
-
-impl Family {
-    /// The family whose rules report `id`; `None` for phase 1's ids and the remedies'.
-    pub fn of(id: Id) -> Option<Family> {
-        match id {
-            Id::RuntimeAnswers
-            | Id::RuntimeVersion
-            | Id::RuntimePlugins
-            | Id::RuntimeCri
-            | Id::RuntimeNetwork
-            | Id::RuntimeHold => Some(Family::Runtime),
-            Id::RuntimeStale => Some(Family::Stale),
-            Id::RuntimeSandboxImage | Id::RuntimeSandboxPinned => Some(Family::SandboxImage),
-            Id::RuntimeLeakedTasks => Some(Family::LeakedTasks),
-            Id::RuntimeOrphans => Some(Family::Orphans),
-            Id::RuntimeKillMode => Some(Family::KillMode),
-            Id::RuntimeCanCreate | Id::RuntimeCanaryNamespace => Some(Family::Canary),
-            Id::VolumeEviction => Some(Family::Eviction),
-            _ => None,
-        }
+// Phase 2's families, in the order they are judged.
+family::registry! {
+    looks {
+        runtime: Runtime,
+        stale: Stale,
+        sandbox_image: SandboxImage,
+        leaked_tasks: LeakedTasks,
+        orphans: Orphans,
+        kill_mode: KillMode,
+        eviction: Eviction,
+    }
+    makes {
+        canary: Canary,
     }
 }
 

@@ -128,8 +128,9 @@ pub fn publish_metrics(
         seconds: ctx.started.elapsed().as_secs_f64(),
     };
     let now = run.unix;
-    let hygiene_covers =
-        |id| crate::checks::Family::of(id).is_some_and(|f| runtime::Mode::HYGIENE.scope.covers(f));
+    let hygiene_covers = |id| {
+        crate::checks::FamilyId::of(id).is_some_and(|f| runtime::Mode::HYGIENE.scope.covers(f))
+    };
     kept.update(state.boot_id(), ctx.command, report, run, &hygiene_covers);
     let saved = state.save_metrics(&kept);
     let runtime = match state.read_runtime() {

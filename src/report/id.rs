@@ -13,7 +13,7 @@ macro_rules! ids {
         }
 
         impl Id {
-            /// All ids, in the order the README's table lists them.
+            /// All ids, in the order a report lists their findings.
             pub const ALL: &'static [Id] = &[$(Id::$variant,)*];
 
             /// The id as scripts see it, e.g. `runtime.stale`.
@@ -38,7 +38,6 @@ ids! {
     VolumeFreeInodes => "volume.free-inodes",
     VolumeHiddenData => "volume.hidden-data",
     VolumeContainerdNotStarted => "volume.containerd-not-started",
-    VolumeEviction => "volume.eviction",
     RuntimeAnswers => "runtime.answers",
     RuntimeVersion => "runtime.version",
     RuntimePlugins => "runtime.plugins",
@@ -51,6 +50,8 @@ ids! {
     RuntimeLeakedTasks => "runtime.leaked-tasks",
     RuntimeOrphans => "runtime.orphans",
     RuntimeKillMode => "runtime.kill-mode",
+    // (a phase-2 family: reported after the looks that ask containerd)
+    VolumeEviction => "volume.eviction",
     RuntimeCanCreate => "runtime.can-create",
     RuntimeCanaryNamespace => "runtime.canary-namespace",
     RemedyRestart => "remedy.restart",

@@ -1,103 +1,43 @@
-//! Phase 2's "decide" step, pure: every runtime family's rules over one observation, and
-//! the remedy the findings call for. The order of `judge` is the order of the report.
+//! Phase 2's "decide" step, pure: every family's rules over one observation (the
+//! registry's, `src/checks/mod.rs`), and the remedy their findings call for.
 
-use crate::checks::eviction::facts::EvictionFacts;
-use crate::checks::eviction::rules as eviction;
-use crate::checks::kill_mode::facts::KillModeFacts;
-use crate::checks::kill_mode::rules as kill_mode;
-use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
-use crate::checks::leaked_tasks::rules::{self as leaked_tasks, Leak};
-use crate::checks::orphans::facts::OrphanFacts;
-use crate::checks::orphans::rules::{self as orphans, Condemned};
-use crate::checks::runtime::facts::RuntimeFacts;
-use crate::checks::runtime::rules::{self as runtime, Knobs};
-use crate::checks::sandbox_image::facts::ImageFacts;
-use crate::checks::sandbox_image::rules as sandbox_image;
-use crate::checks::stale::facts::StaleFacts;
-use crate::checks::stale::rules as stale;
-use crate::checks::Family;
+use crate::checks::leaked_tasks::rules::Leak;
+use crate::checks::orphans::rules::Condemned;
+pub use crate::checks::Observation;
+use crate::checks::{FamilyId, Judging, Remedy};
 use crate::report::{Finding, Id, Status};
-
-/// One look at the node: each family's facts. Only `runtime` (and `kill_mode`) when
-/// containerd is silent. This is the phase's gather list: a new family adds a field here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observation {
-    pub runtime: RuntimeFacts,
-    pub stale: Option<StaleFacts>,
-    pub sandbox_image: Option<ImageFacts>,
-    pub leaked_tasks: Option<LeakedTaskFacts>,
-    pub orphans: Option<OrphanFacts>,
-    pub kill_mode: KillModeFacts,
-    /// `None` where the run does not cover the family.
-    pub eviction: Option<EvictionFacts>,
-}
-
-impl Observation {
-    /// containerd did not answer: none of the families that ask it were looked at.
-    pub fn unanswered(
-        runtime: RuntimeFacts,
-        kill_mode: KillModeFacts,
-        eviction: Option<EvictionFacts>,
-    ) -> Self {
-        Observation {
-            runtime,
-            stale: None,
-            sandbox_image: None,
-            leaked_tasks: None,
-            orphans: None,
-            kill_mode,
-            eviction,
-        }
-    }
-}
 
 /// The families a run covers (each command's list is its `Mode` constant). Whether
 /// containerd answers is part of every run: nothing else can be looked at without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Scope(pub &'static [Family]);
+pub struct Scope(pub &'static [FamilyId]);
 
 impl Scope {
     /// Every check that only looks (the canary makes a pod: it is named on its own).
-    pub const ALL: Scope = Scope(&[
-        Family::Runtime,
-        Family::Stale,
-        Family::SandboxImage,
-        Family::LeakedTasks,
-        Family::Orphans,
-        Family::KillMode,
-        Family::Eviction,
-    ]);
+    pub const ALL: Scope = Scope(FamilyId::LOOKING);
 
     /// Every check, and the canary pod last (`guard runtime`, `guard verify --deep`).
-    pub const WITH_CANARY: Scope = Scope(&[
-        Family::Runtime,
-        Family::Stale,
-        Family::SandboxImage,
-        Family::LeakedTasks,
-        Family::Orphans,
-        Family::KillMode,
-        Family::Eviction,
-        Family::Canary,
-    ]);
+    pub const WITH_CANARY: Scope = Scope(FamilyId::EVERY);
 
-    pub fn covers(self, family: Family) -> bool {
+    pub fn covers(self, family: FamilyId) -> bool {
         self.0.contains(&family)
     }
 
     /// Whether a look gathers the family's facts: those it covers, and the stale facts
     /// wherever the sandbox image is covered (a stale containerd's images describe the
     /// wrong filesystem: nothing is restored into it, whether or not the run reports it).
-    pub fn looks_at(self, family: Family) -> bool {
-        self.covers(family) || (family == Family::Stale && self.covers(Family::SandboxImage))
+    pub fn looks_at(self, family: FamilyId) -> bool {
+        self.covers(family) || (family == FamilyId::Stale && self.covers(FamilyId::SandboxImage))
     }
 
     /// Whether a check's finding belongs in this run's report.
     pub fn reports(self, id: Id) -> bool {
-        id == Id::RuntimeAnswers || Family::of(id).is_some_and(|f| self.covers(f))
+        id == Id::RuntimeAnswers || FamilyId::of(id).is_some_and(|f| self.covers(f))
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why containerd is restarted; a silent containerd outranks a stale one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RestartReason {
     Stale,
     NotAnswering,
@@ -111,12 +51,21 @@ impl RestartReason {
         }
     }
 
+    /// Why `family` asks for a restart.
+    fn for_(family: FamilyId) -> Option<RestartReason> {
+        match family {
+            FamilyId::Stale => Some(RestartReason::Stale),
+            FamilyId::Runtime => Some(RestartReason::NotAnswering),
+            _ => None,
+        }
+    }
+
     /// The family whose fault the restart mends: a run that does not cover it never
     /// restarts for it.
-    pub fn family(self) -> Family {
+    pub fn family(self) -> FamilyId {
         match self {
-            RestartReason::Stale => Family::Stale,
-            RestartReason::NotAnswering => Family::Runtime,
+            RestartReason::Stale => FamilyId::Stale,
+            RestartReason::NotAnswering => FamilyId::Runtime,
         }
     }
 }
@@ -145,52 +94,48 @@ impl Plan {
     }
 }
 
-/// The findings of every family, and the plan. `hygiene_blocks`: leaked tasks and
-/// orphans fail (`verify`, `hygiene`) or only warn (`runtime`: kubelet is never held for
-/// them).
-pub fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Finding>, Plan) {
-    let (mut findings, silent) = runtime::evaluate(knobs, &obs.runtime);
-    let (stale_finding, is_stale) = stale::evaluate(obs.stale.as_ref());
-    let (mut image_finding, restore) = sandbox_image::evaluate(obs.sandbox_image.as_ref());
-    let (pin_finding, pin) = sandbox_image::pinned(obs.sandbox_image.as_ref());
-    let (leak_finding, delete_tasks) =
-        leaked_tasks::evaluate(obs.leaked_tasks.as_ref(), hygiene_blocks);
-    let (orphan_finding, reap) = orphans::evaluate(obs.orphans.as_ref(), hygiene_blocks);
-    let kill_mode_finding = kill_mode::evaluate(&obs.kill_mode);
-    let restart_risks = match kill_mode_finding.status {
-        Status::Warn => kill_mode_finding.evidence.clone(),
-        _ => Vec::new(),
-    };
-    if restore && is_stale {
-        image_finding = image_finding.evidence(
-            "not restored: containerd is stale (runtime.stale), so its images describe the \
-             wrong filesystem; restart it first (`guard verify --repair`)",
-        );
+/// The findings of every family, in report order, and the plan.
+pub fn judge(run: &Judging, obs: &Observation) -> (Vec<Finding>, Plan) {
+    let mut findings = Vec::new();
+    let mut plan = Plan::default();
+    let (mut restore, mut pin) = (false, false);
+    for (family, verdict) in obs.judge(run) {
+        findings.extend(verdict.findings);
+        for remedy in verdict.asks {
+            match remedy {
+                Remedy::Restart => plan.restart = plan.restart.max(RestartReason::for_(family)),
+                Remedy::RestoreImage => restore = true,
+                Remedy::PinImage => pin = true,
+                Remedy::DeleteTasks(leaks) => plan.delete_tasks = leaks,
+                Remedy::Reap(condemned) => plan.reap = condemned,
+            }
+        }
     }
-    findings.insert(findings.len().min(3), stale_finding);
-    findings.extend([
-        image_finding,
-        pin_finding,
-        leak_finding,
-        orphan_finding,
-        kill_mode_finding,
-    ]);
-    findings.extend(obs.eviction.as_ref().map(eviction::evaluate));
-    let restart = match (silent, is_stale) {
-        (true, _) => Some(RestartReason::NotAnswering),
-        (false, true) => Some(RestartReason::Stale),
-        (false, false) => None,
-    };
     // A stale containerd's answers about images describe the wrong filesystem: restart
     // first, restore after.
-    let plan = Plan {
-        restart,
-        restore_image: restore && restart.is_none(),
-        pin_image: pin && restart.is_none(),
-        delete_tasks,
-        reap,
-        restart_risks,
-    };
+    if restore && plan.restart == Some(RestartReason::Stale) {
+        let image = findings
+            .iter_mut()
+            .find(|f| f.id == Id::RuntimeSandboxImage);
+        image.into_iter().for_each(|f| {
+            f.evidence.push(
+                "not restored: containerd is stale (runtime.stale), so its images describe \
+                 the wrong filesystem; restart it first (`guard verify --repair`)"
+                    .into(),
+            )
+        });
+    }
+    plan.restore_image = restore && plan.restart.is_none();
+    plan.pin_image = pin && plan.restart.is_none();
+    plan.restart_risks = findings
+        .iter()
+        .find(|f| f.id == Id::RuntimeKillMode && f.status == Status::Warn)
+        .map(|f| f.evidence.clone())
+        .unwrap_or_default();
+    // The report's order is the ids' (`ids!` in src/report/id.rs), whichever family ran
+    // first: a family's findings may sit between another's (`runtime.stale` follows the
+    // answers family's `runtime.plugins`).
+    findings.sort_by_key(|f| f.id);
     (findings, plan)
 }
 

@@ -26,7 +26,7 @@ mod machine;
 mod tests;
 mod world;
 
-pub use crate::checks::Family;
+pub use crate::checks::FamilyId;
 use crate::command::Command;
 use crate::exit::Exit;
 pub use decide::Scope;
@@ -78,7 +78,11 @@ impl Mode {
         repair: true,
         force: false,
         dry_run: false,
-        scope: Scope(&[Family::LeakedTasks, Family::Orphans, Family::SandboxImage]),
+        scope: Scope(&[
+            FamilyId::LeakedTasks,
+            FamilyId::Orphans,
+            FamilyId::SandboxImage,
+        ]),
         deadline: None,
     };
 

@@ -13,7 +13,7 @@ use crate::checks::orphans::rules::{self as orphan_rules, Condemned};
 use crate::checks::runtime::facts::{self as runtime, RuntimeFacts};
 use crate::checks::sandbox_image::facts as sandbox_image;
 use crate::checks::stale::facts as stale;
-use crate::checks::{workloads, Family};
+use crate::checks::{workloads, FamilyId};
 use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::containerd::client::{self, Conn, RpcError, K8S_NS};
@@ -231,19 +231,24 @@ impl World for Node<'_> {
                     waited: waited(),
                     path_fault: runtime::probe_socket(&socket),
                 };
-                return Observation::unanswered(runtime, kill_mode, eviction);
+                return Observation {
+                    runtime: Some(runtime),
+                    kill_mode,
+                    eviction,
+                    ..Observation::default()
+                };
             }
         };
         // The families ask containerd concurrently (one HTTP/2 channel): a look costs the
         // slowest family's round trips, not the sum of all of them.
-        let stale = when_covered(scope, Family::Stale, self.stale_look(&socket));
+        let stale = when_covered(scope, FamilyId::Stale, self.stale_look(&socket));
         let image = when_covered(
             scope,
-            Family::SandboxImage,
+            FamilyId::SandboxImage,
             sandbox_image::gather(&conn, &self.target.image),
         );
         let hygiene = async {
-            match scope.looks_at(Family::LeakedTasks) || scope.looks_at(Family::Orphans) {
+            match scope.looks_at(FamilyId::LeakedTasks) || scope.looks_at(FamilyId::Orphans) {
                 true => self.hygiene_looks(&conn).await,
                 false => (None, None),
             }
@@ -261,18 +266,19 @@ impl World for Node<'_> {
         let sandbox_image =
             image.map(|i| sandbox_image::with_cri_answer(i, &answering.sandbox_status));
         Observation {
-            runtime: RuntimeFacts {
+            runtime: Some(RuntimeFacts {
                 socket: display,
                 answering: Ok(Box::new(answering)),
                 waited: waited(),
                 path_fault: None,
-            },
+            }),
             stale,
             sandbox_image,
             leaked_tasks,
             orphans,
             kill_mode,
             eviction,
+            canary: None,
         }
     }
 

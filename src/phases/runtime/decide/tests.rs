@@ -1,15 +1,22 @@
 use super::*;
-use crate::checks::runtime::facts::{Answering, Condition, KubeletCall, PathFault, PluginFact};
-use crate::checks::runtime::rules::SilentFix;
-use crate::checks::sandbox_image::facts::ImageState;
-use crate::checks::stale::facts::{FileId, OpenDb};
+use crate::checks::kill_mode::facts::KillModeFacts;
+use crate::checks::runtime::facts::{
+    Answering, Condition, KubeletCall, PathFault, PluginFact, RuntimeFacts,
+};
+use crate::checks::runtime::rules::{Knobs, SilentFix};
+use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
+use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
 use crate::host::mountinfo::MountTable;
 use crate::report::status_of;
 use std::path::PathBuf;
 
 /// The decide step, its findings checked against the scenario's golden report.
 fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Finding>, Plan) {
-    let (findings, plan) = super::judge(knobs, hygiene_blocks, obs);
+    let run = Judging {
+        knobs,
+        hygiene_blocks,
+    };
+    let (findings, plan) = super::judge(&run, obs);
     crate::phases::runtime::tests::golden::check(&findings);
     (findings, plan)
 }
@@ -48,12 +55,12 @@ fn healthy() -> Observation {
         sandbox_status: Ok(Some(true)),
     };
     Observation {
-        runtime: RuntimeFacts {
+        runtime: Some(RuntimeFacts {
             socket: "/run/containerd/containerd.sock".into(),
             answering: Ok(Box::new(answering)),
             waited: "0s".into(),
             path_fault: None,
-        },
+        }),
         stale: Some(StaleFacts {
             pid: Ok(1),
             comm: "containerd".into(),
@@ -74,10 +81,7 @@ fn healthy() -> Observation {
             .unwrap()
             .into()),
         }),
-        leaked_tasks: None,
-        orphans: None,
-        kill_mode: KillModeFacts::NotSystemd,
-        eviction: None,
+        kill_mode: Some(KillModeFacts::NotSystemd),
         sandbox_image: Some(ImageFacts {
             reference: "registry.k8s.io/pause:3.6".into(),
             name: "registry.k8s.io/pause:3.6".into(),
@@ -87,12 +91,13 @@ fn healthy() -> Observation {
             state: ImageState::Usable { digest: "sha256:a".into(), chain_id: "sha256:b".into() },
             pin: Some(crate::checks::sandbox_image::facts::Pin { labelled: true, reported: Ok(Some(true)) }),
         }),
+        ..Observation::default()
     }
 }
 
 /// The answering part of an observation, for cases that change it.
 fn answering(o: &mut Observation) -> &mut Answering {
-    o.runtime.answering.as_mut().unwrap()
+    o.runtime.as_mut().unwrap().answering.as_mut().unwrap()
 }
 
 fn image(o: &mut Observation) -> &mut ImageState {
@@ -272,18 +277,14 @@ fn table() {
 /// containerd did not answer on `socket`; nothing else could be looked at.
 fn silent(socket: &str, error: &str, path_fault: Option<PathFault>) -> Observation {
     Observation {
-        runtime: RuntimeFacts {
+        runtime: Some(RuntimeFacts {
             socket: socket.into(),
             answering: Err(error.into()),
             waited: "2s".into(),
             path_fault,
-        },
-        stale: None,
-        sandbox_image: None,
-        leaked_tasks: None,
-        orphans: None,
-        kill_mode: KillModeFacts::NotSystemd,
-        eviction: None,
+        }),
+        kill_mode: Some(KillModeFacts::NotSystemd),
+        ..Observation::default()
     }
 }
 

@@ -2,7 +2,7 @@
 //! where the config allows, each attempt bounded and recorded; and a present image that
 //! is not pinned, labelled pinned.
 
-use super::{Family, Machine, Step, World};
+use super::{FamilyId, Machine, Step, World};
 use crate::remedies::restore::Import;
 use crate::report::{Finding, Id};
 use crate::state::runtime::{Action, Outcome};
@@ -26,7 +26,7 @@ impl<W: World> Machine<'_, W> {
     /// (`guard hygiene`: the next timer period tries again), so that it stays within its
     /// unit's timeout.
     fn pull_attempts(&self) -> u32 {
-        match self.mode.scope.covers(Family::Runtime) {
+        match self.mode.scope.covers(FamilyId::Runtime) {
             true => self.s.sandbox.pull_attempts,
             false => 1,
         }

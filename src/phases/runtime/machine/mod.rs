@@ -12,12 +12,14 @@ mod restart;
 
 use super::decide::{first_failure, judge, Observation, Plan, RestartReason};
 use super::world::World;
-use super::{End, Family, Gate, Mode, Scope};
+use super::{End, FamilyId, Gate, Mode, Scope};
 use crate::backoff::Backoff;
 use crate::checks::canary::facts::CanaryRun;
 use crate::checks::canary::rules as canary;
+use crate::checks::canary::Canary;
 use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::runtime::rules::{Knobs, SilentFix};
+use crate::checks::{Family, Judging};
 use crate::command::Command;
 use crate::config::units::format_duration;
 use crate::config::Settings;
@@ -81,8 +83,8 @@ struct Machine<'a, W: World> {
 fn permitted(scope: Scope, plan: Plan) -> Plan {
     Plan {
         restart: plan.restart.filter(|r| scope.covers(r.family())),
-        restore_image: plan.restore_image && scope.covers(Family::SandboxImage),
-        pin_image: plan.pin_image && scope.covers(Family::SandboxImage),
+        restore_image: plan.restore_image && scope.covers(FamilyId::SandboxImage),
+        pin_image: plan.pin_image && scope.covers(FamilyId::SandboxImage),
         ..plan
     }
 }
@@ -120,7 +122,7 @@ impl<'a, W: World> Machine<'a, W> {
         let knobs = Knobs {
             require_network: s.hold.require_network,
             snapshotter: w.snapshotter(),
-            silent: match (mode.scope.covers(Family::Runtime), mode.acts()) {
+            silent: match (mode.scope.covers(FamilyId::Runtime), mode.acts()) {
                 (false, _) => SilentFix::NeverHere,
                 (true, true) => SilentFix::GuardRestarts,
                 (true, false) => SilentFix::OperatorMay(s.containerd.restart.join(" ")),
@@ -205,7 +207,11 @@ impl<'a, W: World> Machine<'a, W> {
     fn decide(&mut self, obs: &Observation) -> Step {
         // Leaked tasks and orphans hold kubelet only where nothing else will: a holding
         // run (kubelet's gate) reports them as warnings and cleans them up.
-        let (checks, plan) = judge(&self.knobs, !self.mode.hold, obs);
+        let run = Judging {
+            knobs: &self.knobs,
+            hygiene_blocks: !self.mode.hold,
+        };
+        let (checks, plan) = judge(&run, obs);
         let scope = self.mode.scope;
         let plan = permitted(scope, plan);
         self.checks = checks.into_iter().filter(|f| scope.reports(f.id)).collect();
@@ -223,13 +229,15 @@ impl<'a, W: World> Machine<'a, W> {
         }
         let failure = first_failure(&self.checks);
         self.failure = failure.clone().unwrap_or_default();
-        if let Some(failure) = failure.as_deref().filter(|_| scope.covers(Family::Canary)) {
+        if let Some(failure) = failure
+            .as_deref()
+            .filter(|_| scope.covers(FamilyId::Canary))
+        {
             self.checks.push(canary::not_tried(failure));
         }
         if self.mode.dry_run {
             // "not a systemd host" only where this run looked (else the facts are a stand-in)
-            let not_systemd = self.mode.scope.looks_at(Family::KillMode)
-                && obs.kill_mode == KillModeFacts::NotSystemd;
+            let not_systemd = obs.kill_mode == Some(KillModeFacts::NotSystemd);
             self.dry_run(&plan, not_systemd);
         }
         if !self.mode.acts() {
@@ -264,7 +272,7 @@ impl<'a, W: World> Machine<'a, W> {
 
     /// Every check passed: the canary when the run covers it, else the end.
     fn usable(&self) -> Step {
-        match self.mode.scope.covers(Family::Canary) && self.terminal.is_none() {
+        match self.mode.scope.covers(FamilyId::Canary) && self.terminal.is_none() {
             true => Step::Canary,
             false => Step::Finish(End::Usable),
         }
@@ -284,8 +292,12 @@ impl<'a, W: World> Machine<'a, W> {
         };
         match self.w.canary(run).await {
             Some(facts) => {
-                self.checks.extend(canary::neighbours(&facts));
-                self.checks.push(canary::evaluate(&facts));
+                let run = Judging {
+                    knobs: &self.knobs,
+                    hygiene_blocks: !self.mode.hold,
+                };
+                let verdict = <Canary as Family>::evaluate(Some(&facts), &run);
+                self.checks.extend(verdict.findings);
             }
             None => self.checks.push(canary::no_connection()),
         }

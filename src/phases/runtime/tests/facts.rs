@@ -92,13 +92,9 @@ pub(super) fn observation(looks: Looks) -> Observation {
     };
     if looks == Looks::Silent {
         return Observation {
-            runtime: runtime(Err("connect: connection refused".into())),
-            stale: None,
-            sandbox_image: None,
-            leaked_tasks: None,
-            orphans: None,
-            kill_mode: KillModeFacts::NotSystemd,
-            eviction: None,
+            runtime: Some(runtime(Err("connect: connection refused".into()))),
+            kill_mode: Some(KillModeFacts::NotSystemd),
+            ..Observation::default()
         };
     }
     let ready = |kind: &str| Condition {
@@ -116,13 +112,11 @@ pub(super) fn observation(looks: Looks) -> Observation {
         sandbox_status: Ok(Some(true)),
     };
     Observation {
-        runtime: runtime(Ok(Box::new(answering))),
+        runtime: Some(runtime(Ok(Box::new(answering)))),
         stale: Some(stale_facts(looks == Looks::Stale)),
         sandbox_image: Some(image_facts(looks == Looks::ImageMissing)),
-        leaked_tasks: None,
-        orphans: None,
-        kill_mode: KillModeFacts::NotSystemd,
-        eviction: None,
+        kill_mode: Some(KillModeFacts::NotSystemd),
+        ..Observation::default()
     }
 }
 

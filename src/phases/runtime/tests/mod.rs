@@ -17,7 +17,7 @@ mod image;
 mod restart;
 
 use super::decide::{Observation, Scope};
-use super::Family;
+use super::FamilyId;
 use super::{run, End, Mode, World};
 use crate::checks::canary::facts::{CanaryFacts, CanaryOutcome, CanaryRun};
 use crate::checks::kill_mode::facts::KillModeFacts;
@@ -242,17 +242,17 @@ impl World for Fake {
         if self.stale_image_missing {
             o.sandbox_image = Some(image_facts(true));
         }
-        if !scope.looks_at(Family::Stale) {
+        if !scope.looks_at(FamilyId::Stale) {
             o.stale = None;
         }
-        if !scope.looks_at(Family::SandboxImage) {
+        if !scope.looks_at(FamilyId::SandboxImage) {
             o.sandbox_image = None;
         }
         if self.leak || self.orphan {
             self.clock += Duration::from_secs(2); // the second look
         }
         if self.shim_killing_unit {
-            o.kill_mode = shim_killing_unit();
+            o.kill_mode = Some(shim_killing_unit());
         }
         if let Some(pin) = o.sandbox_image.as_mut().and_then(|i| i.pin.as_mut()) {
             if self.unpinned {

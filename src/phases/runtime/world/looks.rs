@@ -7,7 +7,7 @@ use super::*;
 /// `look`, when the run covers `family`; otherwise it is never started.
 pub(super) async fn when_covered<T>(
     scope: Scope,
-    family: Family,
+    family: FamilyId,
     look: impl std::future::Future<Output = T>,
 ) -> Option<T> {
     match scope.looks_at(family) {
@@ -22,15 +22,12 @@ impl Node<'_> {
     pub(super) fn unit_and_kubelet_looks(
         &self,
         scope: Scope,
-    ) -> (KillModeFacts, Option<EvictionFacts>) {
-        let kill_mode = match scope.looks_at(Family::KillMode) {
-            true => {
-                tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
-            }
-            false => KillModeFacts::NotSystemd,
-        };
+    ) -> (Option<KillModeFacts>, Option<EvictionFacts>) {
+        let kill_mode = scope.looks_at(FamilyId::KillMode).then(|| {
+            tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
+        });
         let eviction = scope
-            .looks_at(Family::Eviction)
+            .looks_at(FamilyId::Eviction)
             .then(|| eviction::gather(self.host, self.settings));
         (kill_mode, eviction)
     }

@@ -1,0 +1,134 @@
+//! The extension point of phase 2: one [`Family`] trait every check family implements,
+//! and the [`registry!`](crate::checks) that lists them once. Everything that used to
+//! name each family by hand derives from that list: [`FamilyId`](super::FamilyId) (what a run's scope
+//! names), [`Observation`](super::Observation) (one field of facts per family), the families a run covers
+//! (`FamilyId::LOOKING`, `FamilyId::EVERY`), which family reports an id
+//! (`FamilyId::of`), and judging them all (`Observation::judge`).
+
+use super::leaked_tasks::rules::Leak;
+use super::orphans::rules::Condemned;
+use super::runtime::rules::Knobs;
+use crate::report::{Finding, Id};
+
+/// A check family: the facts it looks at and how its rules judge them.
+pub trait Family {
+    /// Every id its rules report: a run reports them where its scope covers the family.
+    const IDS: &'static [Id];
+    /// What the family's `facts.rs` gathers: plain data, judged by nothing but the rules.
+    type Facts;
+    /// The rules over the facts; `None` where they were not gathered (containerd did not
+    /// answer, or the run does not cover the family: its findings are then not reported).
+    /// Pure: no I/O, no clock.
+    fn evaluate(facts: Option<&Self::Facts>, run: &Judging) -> Verdict;
+}
+
+/// What a run tells every family's rules.
+pub struct Judging<'a> {
+    /// The settings the answers family's rules depend on.
+    pub knobs: &'a Knobs,
+    /// Leaked tasks and orphans fail (`verify`, `hygiene`) or only warn (`runtime`:
+    /// kubelet is never held for them).
+    pub hygiene_blocks: bool,
+}
+
+/// The one shape every family's rules return: the findings, in the order they are
+/// reported, and the remedies they ask for. The gate decides which remedy runs (at most
+/// one kind per cycle, a restart first); rules never act.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub findings: Vec<Finding>,
+    pub asks: Vec<Remedy>,
+}
+
+impl Verdict {
+    /// Findings that ask for nothing.
+    pub fn of(findings: impl IntoIterator<Item = Finding>) -> Verdict {
+        Verdict {
+            findings: findings.into_iter().collect(),
+            asks: Vec::new(),
+        }
+    }
+
+    /// `remedy` asked for when `wanted`.
+    pub fn asking(mut self, wanted: bool, remedy: Remedy) -> Verdict {
+        if wanted {
+            self.asks.push(remedy);
+        }
+        self
+    }
+}
+
+/// A remedy a family's findings ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remedy {
+    /// Restart containerd: it is silent, or stale (the family that asks says which).
+    Restart,
+    /// Restore the sandbox image (archive, then pull).
+    RestoreImage,
+    /// Label the present sandbox image pinned.
+    PinImage,
+    /// Delete these leaked tasks (each judged again right before its delete).
+    DeleteTasks(Vec<Leak>),
+    /// Kill these orphaned container cgroups.
+    Reap(Vec<Condemned>),
+}
+
+/// The registry: one line per family, `module: Type`, in the order the families are
+/// judged. It declares each family's module (`src/checks/<module>/`, whose `mod.rs`
+/// implements [`Family`] for `Type`) and generates everything listed at the top of this
+/// file. A family that changes something to look (the canary makes a pod) goes under
+/// `makes`: it is never part of "every check".
+macro_rules! registry {
+    (looks { $($module:ident: $family:ident,)* } makes { $($m_module:ident: $m_family:ident,)* }) => {
+        $(pub mod $module;)*
+        $(pub mod $m_module;)*
+
+        /// A family as a run's scope names it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum FamilyId {
+            $($family,)*
+            $($m_family,)*
+        }
+
+        impl FamilyId {
+            /// Every family that only looks.
+            pub const LOOKING: &'static [FamilyId] = &[$(FamilyId::$family,)*];
+            /// Every family, those that make something last.
+            pub const EVERY: &'static [FamilyId] =
+                &[$(FamilyId::$family,)* $(FamilyId::$m_family,)*];
+
+            /// The family whose rules report `id`; `None` for phase 1's ids and the
+            /// remedies'.
+            pub fn of(id: crate::report::Id) -> Option<FamilyId> {
+                $(if <$module::$family as Family>::IDS.contains(&id) {
+                    return Some(FamilyId::$family);
+                })*
+                $(if <$m_module::$m_family as Family>::IDS.contains(&id) {
+                    return Some(FamilyId::$m_family);
+                })*
+                None
+            }
+        }
+
+        /// One look at the node: each family's facts, `None` where they were not gathered
+        /// (containerd did not answer, or the run does not cover the family).
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct Observation {
+            $(pub $module: Option<<$module::$family as Family>::Facts>,)*
+            $(pub $m_module: Option<<$m_module::$m_family as Family>::Facts>,)*
+        }
+
+        impl Observation {
+            /// Every family's verdict over its facts, in registry order.
+            pub fn judge(&self, run: &Judging) -> Vec<(FamilyId, Verdict)> {
+                vec![
+                    $((FamilyId::$family, <$module::$family as Family>::evaluate(
+                        self.$module.as_ref(), run)),)*
+                    $((FamilyId::$m_family, <$m_module::$m_family as Family>::evaluate(
+                        self.$m_module.as_ref(), run)),)*
+                ]
+            }
+        }
+    };
+}
+pub(crate) use registry;

@@ -1,0 +1,20 @@
+//! Tasks no one reaps, which block their pod's removal.
+
+pub mod facts;
+pub mod rules;
+
+use super::family::{Family, Judging, Remedy, Verdict};
+use crate::report::Id;
+
+pub struct LeakedTasks;
+
+impl Family for LeakedTasks {
+    const IDS: &'static [Id] = &[Id::RuntimeLeakedTasks];
+    type Facts = facts::LeakedTaskFacts;
+
+    /// Leaks ask to be deleted.
+    fn evaluate(facts: Option<&Self::Facts>, run: &Judging) -> Verdict {
+        let (finding, leaks) = rules::evaluate(facts, run.hygiene_blocks);
+        Verdict::of([finding]).asking(!leaks.is_empty(), Remedy::DeleteTasks(leaks))
+    }
+}

@@ -1,0 +1,20 @@
+//! Container payloads that outlived their shim.
+
+pub mod facts;
+pub mod rules;
+
+use super::family::{Family, Judging, Remedy, Verdict};
+use crate::report::Id;
+
+pub struct Orphans;
+
+impl Family for Orphans {
+    const IDS: &'static [Id] = &[Id::RuntimeOrphans];
+    type Facts = facts::OrphanFacts;
+
+    /// Orphans confirmed by two looks (and `[orphans] reap`) ask to be reaped.
+    fn evaluate(facts: Option<&Self::Facts>, run: &Judging) -> Verdict {
+        let (finding, condemned) = rules::evaluate(facts, run.hygiene_blocks);
+        Verdict::of([finding]).asking(!condemned.is_empty(), Remedy::Reap(condemned))
+    }
+}
