@@ -10,7 +10,7 @@
 //! - [`checks`] holds one folder per check family: `facts.rs` gathers, `rules.rs` judges
 //!   (pure, table-tested). How to add a family is written at the top of `checks/mod.rs`.
 //! - [`remedies`] change the host, each bounded: mount, restart, restore, pull, budget.
-//! - [`phases`] orchestrate: phase 1 (`volume`), phase 2 (`runtime`, a state machine) and
+//! - [`phases`] orchestrate: phase 1 (`volume`), phase 2 (`gate`, a state machine) and
 //!   `verify`.
 //! - [`state`] owns `state_dir`: one reader, one atomic writer, the repair lock.
 //! - [`report`] turns findings into the table and the JSON; [`cli`] only dispatches.

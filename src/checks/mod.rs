@@ -22,8 +22,8 @@
 //! 2. Add its finding id(s) to [`crate::report::Id`] and a row to README.md's
 //!    "Finding ids" table (a test fails when the two differ).
 //! 3. Add one line to the phase's gather list (`Observation` and `observe()` in
-//!    `src/phases/runtime/`, or the volume phase's `gather`) and one to its judge list
-//!    (`judge()` in `src/phases/runtime/decide.rs`).
+//!    `src/phases/gate/`, or the volume phase's `gather`) and one to its judge list
+//!    (`judge()` in `src/phases/gate/decide.rs`).
 //! 4. If the family has a remedy, put it in `src/remedies/` and give it a state in the
 //!    phase's state machine; remedies never live in rules.
 //!
@@ -102,7 +102,7 @@ mod tests {
     /// and phase 2's decide step: the code that must do no I/O.
     fn rules_sources() -> Vec<(std::path::PathBuf, String)> {
         let checks = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/checks");
-        let mut files = vec![checks.join("../phases/runtime/decide.rs")];
+        let mut files = vec![checks.join("../phases/gate/decide.rs")];
         for family in std::fs::read_dir(&checks).unwrap().flatten() {
             files.push(family.path().join("rules.rs"));
             for part in std::fs::read_dir(family.path().join("rules"))

@@ -4,7 +4,7 @@
 
 use super::{Context, Exit};
 use crate::containerd::config::ContainerdConfig;
-use crate::phases::runtime::Mode;
+use crate::phases::gate::Mode;
 use crate::report::Report;
 use std::path::Path;
 
@@ -18,7 +18,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig) -> Exit {
         dry_run: ctx.writes == crate::context::Writes::Nothing,
         ..Mode::HYGIENE
     };
-    match crate::phases::run_runtime(ctx, cd, mode) {
+    match crate::phases::run_gate(ctx, cd, mode) {
         Ok(gate) => super::finish(ctx, Report::new(gate.findings)),
         Err(e) => super::internal_error(&e),
     }

@@ -5,7 +5,7 @@
 use super::{Context, Exit};
 use crate::command::Command;
 use crate::containerd::config::ContainerdConfig;
-use crate::phases::runtime::{End, Mode, Scope};
+use crate::phases::gate::{End, Mode, Scope};
 use crate::report::Report;
 
 pub fn run(ctx: &Context, cd: &ContainerdConfig, force: bool) -> Exit {
@@ -18,7 +18,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, force: bool) -> Exit {
         scope,
         ..Mode::RUNTIME
     };
-    match crate::phases::run_runtime(ctx, cd, mode) {
+    match crate::phases::run_gate(ctx, cd, mode) {
         Ok(gate) => finish(ctx, Report::new(gate.findings), gate.end),
         Err(e) => super::internal_error(&e),
     }

@@ -4,7 +4,7 @@
 use super::{Context, Exit};
 use crate::containerd::config::ContainerdConfig;
 use crate::context::Writes;
-use crate::phases::runtime::{Mode, Scope};
+use crate::phases::gate::{Mode, Scope};
 use crate::report::Report;
 use crate::state::{RuntimeFile, StateDir};
 use std::time::Duration;

@@ -2,10 +2,11 @@
 //! remedies the findings call for, within their bounds. They hold no rules of their own.
 //!
 //! - [`volume`]: phase 1, before containerd (`guard volume`).
-//! - [`runtime`]: phase 2, before kubelet (`guard runtime`, `guard verify [--repair]`).
+//! - [`gate`]: phase 2, the gate before kubelet (`guard runtime`, `guard verify
+//!   [--repair]`, `guard hygiene`).
 //! - [`verify`]: every check, for a person after a failover.
 
-pub mod runtime;
+pub mod gate;
 pub mod verify;
 pub mod volume;
 
@@ -51,23 +52,23 @@ pub enum PhaseError {
 pub type OwnMounts = Later<std::sync::Arc<crate::host::mountinfo::MountTable>>;
 
 /// Phase 2 on a current-thread runtime (phase 1 never starts one).
-pub fn run_runtime(
+pub fn run_gate(
     ctx: &Context,
     cd: &ContainerdConfig,
-    mode: runtime::Mode,
-) -> Result<runtime::Gate, PhaseError> {
-    run_runtime_with(ctx, cd, mode, None)
+    mode: gate::Mode,
+) -> Result<gate::Gate, PhaseError> {
+    run_gate_with(ctx, cd, mode, None)
 }
 
 /// Phase 2, given the guard's own mount table, which the caller reads beside it (`guard
 /// verify`'s phase 1 look): the stale check takes it for a containerd in the same mount
 /// namespace instead of reading another copy (`mountinfo` grows by about 3 mounts a pod).
-pub fn run_runtime_with(
+pub fn run_gate_with(
     ctx: &Context,
     cd: &ContainerdConfig,
-    mode: runtime::Mode,
+    mode: gate::Mode,
     mounts: Option<OwnMounts>,
-) -> Result<runtime::Gate, PhaseError> {
+) -> Result<gate::Gate, PhaseError> {
     // One thread for the reads of the host's files beside the loop (off_the_loop): they
     // overlap containerd's answers; more threads would only add memory (a glibc arena each).
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -76,10 +77,10 @@ pub fn run_runtime_with(
         .build()
         .map_err(PhaseError::Runtime)?;
     let settings = &ctx.loaded.settings;
-    let mut node = runtime::Node::new(&ctx.host, settings, cd)
+    let mut node = gate::Node::new(&ctx.host, settings, cd)
         .with_own_mounts(mounts)
         .within(mode.deadline);
-    let gate = runtime::run(&mut node, settings, mode, ctx.command);
+    let gate = gate::run(&mut node, settings, mode, ctx.command);
     let Some(deadline) = mode.deadline else {
         return Ok(rt.block_on(gate));
     };
@@ -89,7 +90,7 @@ pub fn run_runtime_with(
     Ok(rt.block_on(async {
         match tokio::time::timeout(left, gate).await {
             Ok(gate) => gate,
-            Err(_) => runtime::Gate::timed_out(deadline),
+            Err(_) => gate::Gate::timed_out(deadline),
         }
     }))
 }
@@ -128,9 +129,8 @@ pub fn publish_metrics(
         seconds: ctx.started.elapsed().as_secs_f64(),
     };
     let now = run.unix;
-    let hygiene_covers = |id| {
-        crate::checks::FamilyId::of(id).is_some_and(|f| runtime::Mode::HYGIENE.scope.covers(f))
-    };
+    let hygiene_covers =
+        |id| crate::checks::FamilyId::of(id).is_some_and(|f| gate::Mode::HYGIENE.scope.covers(f));
     kept.update(state.boot_id(), ctx.command, report, run, &hygiene_covers);
     let saved = state.save_metrics(&kept);
     let runtime = match state.read_runtime() {

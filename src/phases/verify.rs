@@ -1,7 +1,7 @@
 //! `guard verify`: phase 1's checks (as on a running node) and then phase 2's, read-only
 //! unless `--repair`.
 
-use super::runtime::{End, Mode};
+use super::gate::{End, Mode};
 use super::PhaseError;
 use crate::checks::volume::{facts, rules};
 use crate::containerd::config::ContainerdConfig;
@@ -36,7 +36,7 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, 
     };
     let (volume, gate) = std::thread::scope(|s| {
         let volume = s.spawn(look);
-        let gate = super::run_runtime_with(ctx, cd, mode, Some(mounts));
+        let gate = super::run_gate_with(ctx, cd, mode, Some(mounts));
         (volume.join(), gate)
     });
     // (a panic aborts the guard: the join cannot fail)

@@ -11,7 +11,7 @@ const HISTORY_LIMIT: usize = 100;
 
 /// One remedy the guard tried. The budget, the metrics, `guard status` and the dry run
 /// decide on [`Action`] and [`Outcome`]; `message` is for people only, so rewording it
-/// changes nothing they decide (`src/phases/runtime/tests/history.rs` proves it).
+/// changes nothing they decide (`src/phases/gate/tests/history.rs` proves it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "wire::Record", into = "wire::Record")]
 pub struct Record {

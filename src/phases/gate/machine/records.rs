@@ -4,7 +4,7 @@
 use super::{Machine, World};
 use crate::backoff::Backoff;
 use crate::config::units::format_duration;
-use crate::phases::runtime::End;
+use crate::phases::gate::End;
 use crate::report::{escape, Finding, Id};
 use crate::state::lock::LockError;
 use crate::state::runtime::{Action, LastRun, Outcome, Record};

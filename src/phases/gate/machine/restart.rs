@@ -3,8 +3,8 @@
 
 use super::{Machine, Step, World};
 use crate::config::units::format_duration;
-use crate::phases::runtime::decide::RestartReason;
-use crate::phases::runtime::End;
+use crate::phases::gate::decide::RestartReason;
+use crate::phases::gate::End;
 use crate::remedies::budget::{self, Decision};
 use crate::remedies::command::{systemctl_restart_unit, tie_restart, CommandError, RestartTie};
 use crate::report::{Finding, Id};

@@ -1,4 +1,5 @@
-//! Phase 2 as a state machine, one small function per step:
+//! The gate: phase 2 as a state machine (observe -> decide -> act), one small function
+//! per step:
 //!
 //! ```text
 //! Begin -> Observe -> Decide -+-> Finish(usable | unusable | terminal)
@@ -9,8 +10,9 @@
 //!             +---------------------------------------+
 //! ```
 //!
-//! Used by `guard runtime` (hold + repair), `guard verify` (one read-only pass) and
-//! `guard verify --repair` (repair, no hold). Everything it touches, containerd, the
+//! Run by `guard runtime` (hold + repair), `guard verify` (one read-only pass),
+//! `guard verify --repair` (repair, no hold) and `guard hygiene` (repair, hygiene's
+//! families only). Everything it touches, containerd, the
 //! clock, the state directory and its lock, goes through [`World`], so every transition
 //! is unit-tested against a fake world in milliseconds (`tests.rs`).
 //!

@@ -44,7 +44,7 @@ pub(in crate::phases) fn check(findings: &[Finding]) {
 }
 
 /// `golden/<module>/<test>[.<run>].json`, from the test's name as the harness gives its
-/// thread (`phases::runtime::tests::restart::NAME`, `phases::runtime::decide::tests::NAME`):
+/// thread (`phases::gate::tests::restart::NAME`, `phases::gate::decide::tests::NAME`):
 /// the module is the part that names the scenario's file, without the phase's own path.
 fn file(run: u32) -> PathBuf {
     let thread = std::thread::current();

@@ -17,7 +17,7 @@ fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Finding
         hygiene_blocks,
     };
     let (findings, plan) = super::judge(&run, obs);
-    crate::phases::runtime::tests::golden::check(&findings);
+    crate::phases::gate::tests::golden::check(&findings);
     (findings, plan)
 }
 

@@ -3,7 +3,7 @@
 
 use super::{Machine, Step, World};
 use crate::checks::orphans::rules::Condemned;
-use crate::phases::runtime::decide::Plan;
+use crate::phases::gate::decide::Plan;
 use crate::remedies::RemedyError;
 use crate::report::{Finding, Id};
 use crate::state::runtime::{Action, Outcome};
