@@ -5,9 +5,9 @@
 //! (`FamilyId::LOOKING`, `FamilyId::EVERY`), which family reports an id
 //! (`FamilyId::of`), and judging them all (`Observation::judge`).
 
+use super::answers::rules::Knobs;
 use super::leaked_tasks::rules::Leak;
 use super::orphans::rules::Condemned;
-use super::runtime::rules::Knobs;
 use crate::report::{Finding, Id};
 
 /// A check family: the facts it looks at and how its rules judge them.

@@ -6,7 +6,7 @@
 //!   table-tested without root. Rules import no I/O (`tests::rules_do_no_io` enforces it),
 //!   and they say what would fix a fault; the phase decides whether to act on it.
 //!
-//! Families: `volume` (phase 1: the disk at containerd's root), `runtime` (containerd
+//! Families: `volume` (phase 1: the disk at containerd's root), `answers` (containerd
 //! answers, CRI serves), `stale` (containerd holds its metadata on the filesystem now
 //! mounted), `sandbox_image` (the pause image is complete and unpacked), and the hygiene
 //! families, which find what breaks pods while the node runs: `leaked_tasks` (a task no one
@@ -41,7 +41,7 @@ pub use family::{Family, Judging, Remedy, Verdict};
 // Phase 2's families, in the order they are judged.
 family::registry! {
     looks {
-        runtime: Runtime,
+        answers: Answers,
         stale: Stale,
         sandbox_image: SandboxImage,
         leaked_tasks: LeakedTasks,

@@ -55,7 +55,7 @@ impl RestartReason {
     fn for_(family: FamilyId) -> Option<RestartReason> {
         match family {
             FamilyId::Stale => Some(RestartReason::Stale),
-            FamilyId::Runtime => Some(RestartReason::NotAnswering),
+            FamilyId::Answers => Some(RestartReason::NotAnswering),
             _ => None,
         }
     }
@@ -65,7 +65,7 @@ impl RestartReason {
     pub fn family(self) -> FamilyId {
         match self {
             RestartReason::Stale => FamilyId::Stale,
-            RestartReason::NotAnswering => FamilyId::Runtime,
+            RestartReason::NotAnswering => FamilyId::Answers,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! [`Node`] is the real one; the tests use a fake.
 
 use super::decide::{Observation, Scope};
+use crate::checks::answers::facts::{self as answers, AnswerFacts};
 use crate::checks::canary::facts::{self as canary, CanaryFacts, CanaryRun};
 use crate::checks::eviction::facts::{self as eviction, EvictionFacts};
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
@@ -10,7 +11,6 @@ use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::{self as leaked_rules, Leak};
 use crate::checks::orphans::facts::{self as orphans, OrphanFacts, Runtime};
 use crate::checks::orphans::rules::{self as orphan_rules, Condemned};
-use crate::checks::runtime::facts::{self as runtime, RuntimeFacts};
 use crate::checks::sandbox_image::facts as sandbox_image;
 use crate::checks::stale::facts as stale;
 use crate::checks::{workloads, FamilyId};
@@ -225,14 +225,14 @@ impl World for Node<'_> {
         let (conn, version) = match connected {
             Ok(ok) => ok,
             Err(e) => {
-                let runtime = RuntimeFacts {
+                let silent = AnswerFacts {
                     socket: display,
                     answering: Err(e.to_string()),
                     waited: waited(),
-                    path_fault: runtime::probe_socket(&socket),
+                    path_fault: answers::probe_socket(&socket),
                 };
                 return Observation {
-                    runtime: Some(runtime),
+                    answers: Some(silent),
                     kill_mode,
                     eviction,
                     ..Observation::default()
@@ -259,14 +259,14 @@ impl World for Node<'_> {
             hygiene.instrument(tracing::debug_span!("hygiene looks")),
             stale,
             image.instrument(tracing::debug_span!("sandbox_image facts")),
-            runtime::gather(&conn, version, &self.target.image.reference)
+            answers::gather(&conn, version, &self.target.image.reference)
                 .instrument(tracing::debug_span!("runtime facts")),
         );
         self.conn = Some(conn);
         let sandbox_image =
             image.map(|i| sandbox_image::with_cri_answer(i, &answering.sandbox_status));
         Observation {
-            runtime: Some(RuntimeFacts {
+            answers: Some(AnswerFacts {
                 socket: display,
                 answering: Ok(Box::new(answering)),
                 waited: waited(),

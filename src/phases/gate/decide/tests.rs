@@ -1,9 +1,9 @@
 use super::*;
-use crate::checks::kill_mode::facts::KillModeFacts;
-use crate::checks::runtime::facts::{
-    Answering, Condition, KubeletCall, PathFault, PluginFact, RuntimeFacts,
+use crate::checks::answers::facts::{
+    AnswerFacts, Answering, Condition, KubeletCall, PathFault, PluginFact,
 };
-use crate::checks::runtime::rules::{Knobs, SilentFix};
+use crate::checks::answers::rules::{Knobs, SilentFix};
+use crate::checks::kill_mode::facts::KillModeFacts;
 use crate::checks::sandbox_image::facts::{ImageFacts, ImageState};
 use crate::checks::stale::facts::{FileId, OpenDb, StaleFacts};
 use crate::host::mountinfo::MountTable;
@@ -55,7 +55,7 @@ fn healthy() -> Observation {
         sandbox_status: Ok(Some(true)),
     };
     Observation {
-        runtime: Some(RuntimeFacts {
+        answers: Some(AnswerFacts {
             socket: "/run/containerd/containerd.sock".into(),
             answering: Ok(Box::new(answering)),
             waited: "0s".into(),
@@ -97,7 +97,7 @@ fn healthy() -> Observation {
 
 /// The answering part of an observation, for cases that change it.
 fn answering(o: &mut Observation) -> &mut Answering {
-    o.runtime.as_mut().unwrap().answering.as_mut().unwrap()
+    o.answers.as_mut().unwrap().answering.as_mut().unwrap()
 }
 
 fn image(o: &mut Observation) -> &mut ImageState {
@@ -277,7 +277,7 @@ fn table() {
 /// containerd did not answer on `socket`; nothing else could be looked at.
 fn silent(socket: &str, error: &str, path_fault: Option<PathFault>) -> Observation {
     Observation {
-        runtime: Some(RuntimeFacts {
+        answers: Some(AnswerFacts {
             socket: socket.into(),
             answering: Err(error.into()),
             waited: "2s".into(),

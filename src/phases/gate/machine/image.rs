@@ -26,7 +26,7 @@ impl<W: World> Machine<'_, W> {
     /// (`guard hygiene`: the next timer period tries again), so that it stays within its
     /// unit's timeout.
     fn pull_attempts(&self) -> u32 {
-        match self.mode.scope.covers(FamilyId::Runtime) {
+        match self.mode.scope.covers(FamilyId::Answers) {
             true => self.s.sandbox.pull_attempts,
             false => 1,
         }

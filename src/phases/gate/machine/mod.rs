@@ -14,11 +14,11 @@ use super::decide::{first_failure, judge, Observation, Plan, RestartReason};
 use super::world::World;
 use super::{End, FamilyId, Gate, Mode, Scope};
 use crate::backoff::Backoff;
+use crate::checks::answers::rules::{Knobs, SilentFix};
 use crate::checks::canary::facts::CanaryRun;
 use crate::checks::canary::rules as canary;
 use crate::checks::canary::Canary;
 use crate::checks::kill_mode::facts::KillModeFacts;
-use crate::checks::runtime::rules::{Knobs, SilentFix};
 use crate::checks::{Family, Judging};
 use crate::command::Command;
 use crate::config::units::format_duration;
@@ -122,7 +122,7 @@ impl<'a, W: World> Machine<'a, W> {
         let knobs = Knobs {
             require_network: s.hold.require_network,
             snapshotter: w.snapshotter(),
-            silent: match (mode.scope.covers(FamilyId::Runtime), mode.acts()) {
+            silent: match (mode.scope.covers(FamilyId::Answers), mode.acts()) {
                 (false, _) => SilentFix::NeverHere,
                 (true, true) => SilentFix::GuardRestarts,
                 (true, false) => SilentFix::OperatorMay(s.containerd.restart.join(" ")),

@@ -84,7 +84,7 @@ pub(super) fn orphan_facts(orphan: bool, reap: bool) -> OrphanFacts {
 }
 
 pub(super) fn observation(looks: Looks) -> Observation {
-    let runtime = |answering| RuntimeFacts {
+    let answers = |answering| AnswerFacts {
         socket: "/run/containerd/containerd.sock".into(),
         answering,
         waited: "0s".into(),
@@ -92,7 +92,7 @@ pub(super) fn observation(looks: Looks) -> Observation {
     };
     if looks == Looks::Silent {
         return Observation {
-            runtime: Some(runtime(Err("connect: connection refused".into()))),
+            answers: Some(answers(Err("connect: connection refused".into()))),
             kill_mode: Some(KillModeFacts::NotSystemd),
             ..Observation::default()
         };
@@ -112,7 +112,7 @@ pub(super) fn observation(looks: Looks) -> Observation {
         sandbox_status: Ok(Some(true)),
     };
     Observation {
-        runtime: Some(runtime(Ok(Box::new(answering)))),
+        answers: Some(answers(Ok(Box::new(answering)))),
         stale: Some(stale_facts(looks == Looks::Stale)),
         sandbox_image: Some(image_facts(looks == Looks::ImageMissing)),
         kill_mode: Some(KillModeFacts::NotSystemd),

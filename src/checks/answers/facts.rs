@@ -41,7 +41,7 @@ pub struct KubeletCall {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeFacts {
+pub struct AnswerFacts {
     pub socket: String,
     /// `Err` when containerd did not answer within the bound: what the last try saw.
     pub answering: Result<Box<Answering>, String>,

@@ -2,7 +2,7 @@
 //! Ids: `runtime.answers`, `runtime.version`, `runtime.plugins`, `runtime.cri`,
 //! `runtime.network`.
 
-use super::facts::{Answering, Condition, PathFault, PluginFact, RuntimeFacts};
+use super::facts::{Answering, Condition, PathFault, PluginFact, AnswerFacts};
 use crate::report::{Finding, Id};
 
 /// Settings these rules depend on.
@@ -52,7 +52,7 @@ impl SilentFix {
 /// when the socket path itself is at fault (a link to nowhere, a file that is not a
 /// socket, a socket the guard may not use): containerd may be serving fine elsewhere or
 /// to others, so a restart is not proven to help and is not planned.
-pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, bool) {
+pub fn evaluate(knobs: &Knobs, f: &AnswerFacts) -> (Vec<Finding>, bool) {
     let a = match (&f.answering, &f.path_fault) {
         (Ok(a), _) => a,
         (Err(e), Some(fault)) => return (with_skips(unreachable(f, e, fault)), false),
@@ -73,7 +73,7 @@ pub fn evaluate(knobs: &Knobs, f: &RuntimeFacts) -> (Vec<Finding>, bool) {
     (findings, false)
 }
 
-fn not_answering(f: &RuntimeFacts, e: &str, fix: &SilentFix) -> Vec<Finding> {
+fn not_answering(f: &AnswerFacts, e: &str, fix: &SilentFix) -> Vec<Finding> {
     with_skips(
         Finding::fail(
             Id::RuntimeAnswers,
@@ -85,7 +85,7 @@ fn not_answering(f: &RuntimeFacts, e: &str, fix: &SilentFix) -> Vec<Finding> {
 }
 
 /// The socket path is at fault, not (provably) containerd: named, with the fix.
-fn unreachable(f: &RuntimeFacts, e: &str, fault: &PathFault) -> Finding {
+fn unreachable(f: &AnswerFacts, e: &str, fault: &PathFault) -> Finding {
     const NOT_RESTARTED: &str =
         "containerd is not restarted for it: a restart is not proven to help";
     let s = &f.socket;

@@ -1,5 +1,5 @@
-//! Does containerd answer, and does its CRI serve? Part of every run: no other family can
-//! look without an answer.
+//! The answers family: does containerd answer, and does its CRI serve? Part of every run:
+//! no other family can look without an answer.
 
 pub mod facts;
 pub mod rules;
@@ -7,9 +7,9 @@ pub mod rules;
 use super::family::{Family, Judging, Remedy, Verdict};
 use crate::report::Id;
 
-pub struct Runtime;
+pub struct Answers;
 
-impl Family for Runtime {
+impl Family for Answers {
     // (`runtime.hold` is the gate's, reported for this family: waiting for it to answer)
     const IDS: &'static [Id] = &[
         Id::RuntimeAnswers,
@@ -19,7 +19,7 @@ impl Family for Runtime {
         Id::RuntimeNetwork,
         Id::RuntimeHold,
     ];
-    type Facts = facts::RuntimeFacts;
+    type Facts = facts::AnswerFacts;
 
     /// A silent containerd asks for a restart.
     fn evaluate(facts: Option<&Self::Facts>, run: &Judging) -> Verdict {
