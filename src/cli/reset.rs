@@ -29,7 +29,7 @@ pub fn run(ctx: &Context) -> Exit {
             let _ = dir.write_status("reset by operator");
             println!(
                 "cleared {}: the restart budget is restored",
-                dir.runtime_path().display()
+                dir.ledger_path().display()
             );
             Exit::Usable
         }

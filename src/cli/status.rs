@@ -3,9 +3,9 @@
 
 use super::{Context, Exit};
 use crate::report::{escape, Status};
-use crate::state::runtime::State;
+use crate::state::ledger::State;
 use crate::state::volume::VolumeRecord;
-use crate::state::{RuntimeFile, StateDir};
+use crate::state::{LedgerFile, StateDir};
 
 pub fn run(ctx: &Context) -> Exit {
     let dir = match super::state_dir(ctx) {
@@ -13,16 +13,16 @@ pub fn run(ctx: &Context) -> Exit {
         Err(exit) => return exit,
     };
     let volume = dir.read_volume();
-    let state = match dir.read_runtime() {
-        RuntimeFile::Current(s) => Some(s),
-        RuntimeFile::Absent | RuntimeFile::OtherBoot(_) => None,
-        RuntimeFile::Corrupt(e) => return corrupt(ctx, &dir, &e),
+    let state = match dir.read_ledger() {
+        LedgerFile::Current(s) => Some(s),
+        LedgerFile::Absent | LedgerFile::OtherBoot(_) => None,
+        LedgerFile::Corrupt(e) => return corrupt(ctx, &dir, &e),
     };
     if ctx.json {
         print_json(&dir, volume.as_ref(), state.as_ref());
     } else {
         print_volume(volume.as_ref());
-        println!("state file: {}", dir.runtime_path().display());
+        println!("state file: {}", dir.ledger_path().display());
         match &state {
             None => println!("no phase-2 run recorded this boot (boot {})", dir.boot_id()),
             Some(s) => print_state(s, ctx.loaded.settings.remediation.restart_budget),
@@ -51,7 +51,7 @@ fn verdict(volume: Option<&VolumeRecord>, state: Option<&State>) -> Exit {
 }
 
 fn corrupt(ctx: &Context, dir: &StateDir, e: &str) -> Exit {
-    let path = dir.runtime_path();
+    let path = dir.ledger_path();
     if ctx.json {
         println!(
             "{}",
@@ -69,7 +69,7 @@ fn corrupt(ctx: &Context, dir: &StateDir, e: &str) -> Exit {
 fn print_json(dir: &StateDir, volume: Option<&VolumeRecord>, state: Option<&State>) {
     let kept = dir.corrupt_copy();
     let body = serde_json::json!({
-        "state_file": dir.runtime_path(),
+        "state_file": dir.ledger_path(),
         "boot_id": dir.boot_id(),
         "volume": volume,
         "state": state,

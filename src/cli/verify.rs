@@ -6,7 +6,7 @@ use crate::containerd::config::ContainerdConfig;
 use crate::context::Writes;
 use crate::phases::gate::{Mode, Scope};
 use crate::report::Report;
-use crate::state::{RuntimeFile, StateDir};
+use crate::state::{LedgerFile, StateDir};
 use std::time::Duration;
 
 /// `guard verify`'s flags (`--npd` is its own entry point).
@@ -86,8 +86,8 @@ pub fn npd_unknown(why: &str) -> i32 {
 /// This boot's terminal reason, read without the lock.
 fn terminal(ctx: &Context) -> Option<String> {
     let dir = StateDir::open(&ctx.host, &ctx.loaded.settings.state_dir).ok()?;
-    match dir.read_runtime() {
-        RuntimeFile::Current(s) => s.terminal.map(|t| t.reason),
+    match dir.read_ledger() {
+        LedgerFile::Current(s) => s.terminal.map(|t| t.reason),
         _ => None,
     }
 }

@@ -17,7 +17,7 @@
 //! anyone put there under the guard's name.
 
 use crate::config::trust::Perms;
-use crate::state::runtime::State;
+use crate::state::ledger::State;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt;
@@ -189,7 +189,7 @@ mod tests {
     use super::*;
     use crate::command::Command;
     use crate::report::{Finding, Id, Report};
-    use crate::state::runtime::{Action, Outcome, Record};
+    use crate::state::ledger::{Action, Outcome, Record};
 
     fn record(action: Action, outcome: Outcome, message: &str) -> Record {
         Record {
@@ -236,7 +236,7 @@ mod tests {
             Outcome::Failed,
             "failed: pid 3 is no longer in /kubepods/x",
         ));
-        state.terminal = Some(crate::state::runtime::Terminal {
+        state.terminal = Some(crate::state::ledger::Terminal {
             unix: 0,
             reason: "spent".into(),
         });

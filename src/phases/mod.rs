@@ -133,8 +133,8 @@ pub fn publish_metrics(
         |id| crate::checks::FamilyId::of(id).is_some_and(|f| gate::Mode::HYGIENE.scope.covers(f));
     kept.update(state.boot_id(), ctx.command, report, run, &hygiene_covers);
     let saved = state.save_metrics(&kept);
-    let runtime = match state.read_runtime() {
-        crate::state::RuntimeFile::Current(s) => Some(s),
+    let runtime = match state.read_ledger() {
+        crate::state::LedgerFile::Current(s) => Some(s),
         _ => None,
     };
     let version = env!("CARGO_PKG_VERSION");

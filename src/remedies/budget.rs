@@ -9,7 +9,7 @@
 
 use crate::backoff::Backoff;
 use crate::config::RemediationSettings;
-use crate::state::runtime::State;
+use crate::state::ledger::State;
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub fn decide(settings: &RemediationSettings, state: &State, now: Duration) -> D
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::runtime::{Action, Outcome, Record, Terminal};
+    use crate::state::ledger::{Action, Outcome, Record, Terminal};
 
     fn settings(budget: u32) -> RemediationSettings {
         RemediationSettings {

@@ -7,9 +7,9 @@
 //!   failure: containerd's pre-start has verified the volume this boot, so a later start
 //!   gets the quick check (`phases::volume`). Never written from the initrd.
 //! - `volume.json`: phase 1's last verdict ([`volume::VolumeRecord`]).
-//! - `runtime.json`: phase 2's budget, history and terminal state ([`runtime::State`]).
-//!   A file that does not parse is kept as `runtime.json.corrupt` and means "no restart
-//!   budget this boot", never "fresh".
+//! - `runtime.json`, the ledger: the gate's budget, history and terminal state
+//!   ([`ledger::State`]). A file that does not parse is kept as `runtime.json.corrupt`
+//!   and means "no restart budget this boot", never "fresh".
 //! - `runtime.status`: one human line for people and monitoring.
 //! - `metrics.json`: what the Prometheus textfile is rebuilt from ([`crate::metrics`]).
 //! - `repair.lock`: the repair lock.
@@ -27,16 +27,16 @@
 
 pub mod canary;
 pub mod file;
+pub mod ledger;
 pub mod lock;
-pub mod runtime;
 pub mod volume;
 
 use crate::config::trust::Distrust;
 use crate::host::Host;
 use crate::report::{Report, Verdict};
 use file::Dir;
+use ledger::State;
 use lock::{LockError, RepairLock};
-use runtime::State;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use volume::VolumeRecord;
@@ -51,7 +51,7 @@ pub const METRICS_FILE: &str = "metrics.json";
 #[derive(Debug, Clone, PartialEq, Eq)]
 // (one value per command, read once: its size is no cost worth a box)
 #[allow(clippy::large_enum_variant)]
-pub enum RuntimeFile {
+pub enum LedgerFile {
     /// No file: nothing acted this boot.
     Absent,
     /// A file from another boot (its id): this boot starts fresh.
@@ -171,7 +171,7 @@ impl StateDir {
         &self.dir
     }
 
-    pub fn runtime_path(&self) -> PathBuf {
+    pub fn ledger_path(&self) -> PathBuf {
         self.dir.join(STATE_FILE)
     }
 
@@ -181,26 +181,26 @@ impl StateDir {
 
     /// The one reader of `runtime.json`. Changes nothing; never waits; reads at most
     /// [`MAX_STATE_FILE`] bytes.
-    pub fn read_runtime(&self) -> RuntimeFile {
-        let path = self.runtime_path();
+    pub fn read_ledger(&self) -> LedgerFile {
+        let path = self.ledger_path();
         match self.read(STATE_FILE) {
-            Ok(Some(text)) => parse_runtime(&text, &path, &self.boot_id),
+            Ok(Some(text)) => parse_ledger(&text, &path, &self.boot_id),
             // state_dir is not a directory: no state file can have been written there
             // (and none will be: a restart needs one, so none happens).
-            Ok(None) => RuntimeFile::Absent,
-            Err(e) => RuntimeFile::Corrupt(e.to_string()),
+            Ok(None) => LedgerFile::Absent,
+            Err(e) => LedgerFile::Corrupt(e.to_string()),
         }
     }
 
     /// This boot's state for a repairing run (under the repair lock). A corrupt file is
     /// moved aside (so `guard status` and the operator can see it) and replaced by a state
     /// whose budget is void for this boot.
-    pub fn load_runtime(&self) -> (State, Loaded) {
-        match self.read_runtime() {
-            RuntimeFile::Absent => (State::fresh(&self.boot_id), Loaded::Fresh(None)),
-            RuntimeFile::OtherBoot(b) => (State::fresh(&self.boot_id), Loaded::Fresh(Some(b))),
-            RuntimeFile::Current(s) => (s, Loaded::Current),
-            RuntimeFile::Corrupt(problem) => self.quarantine(problem),
+    pub fn load_ledger(&self) -> (State, Loaded) {
+        match self.read_ledger() {
+            LedgerFile::Absent => (State::fresh(&self.boot_id), Loaded::Fresh(None)),
+            LedgerFile::OtherBoot(b) => (State::fresh(&self.boot_id), Loaded::Fresh(Some(b))),
+            LedgerFile::Current(s) => (s, Loaded::Current),
+            LedgerFile::Corrupt(problem) => self.quarantine(problem),
         }
     }
 
@@ -225,7 +225,7 @@ impl StateDir {
         (s, Loaded::Corrupt { problem, kept })
     }
 
-    pub fn save_runtime(&self, state: &State) -> Result<(), StateError> {
+    pub fn save_ledger(&self, state: &State) -> Result<(), StateError> {
         self.write(STATE_FILE, &encode(STATE_FILE, state)?)
     }
 
@@ -361,15 +361,15 @@ pub fn fix_for(e: &std::io::Error) -> &'static str {
     }
 }
 
-/// The runtime state file's bytes (read from `path`) as this boot (`boot_id`) sees them.
-pub fn parse_runtime(text: &[u8], path: &Path, boot_id: &str) -> RuntimeFile {
+/// The ledger's bytes (`runtime.json`) (read from `path`) as this boot (`boot_id`) sees them.
+pub fn parse_ledger(text: &[u8], path: &Path, boot_id: &str) -> LedgerFile {
     match serde_json::from_slice::<State>(text) {
-        Ok(s) if s.format != runtime::FORMAT => {
-            RuntimeFile::Corrupt(format!("unknown format {} in {}", s.format, path.display()))
+        Ok(s) if s.format != ledger::FORMAT => {
+            LedgerFile::Corrupt(format!("unknown format {} in {}", s.format, path.display()))
         }
-        Ok(s) if s.boot_id != boot_id => RuntimeFile::OtherBoot(s.boot_id),
-        Ok(s) => RuntimeFile::Current(s),
-        Err(e) => RuntimeFile::Corrupt(format!("{} does not parse: {e}", path.display())),
+        Ok(s) if s.boot_id != boot_id => LedgerFile::OtherBoot(s.boot_id),
+        Ok(s) => LedgerFile::Current(s),
+        Err(e) => LedgerFile::Corrupt(format!("{} does not parse: {e}", path.display())),
     }
 }
 

@@ -26,9 +26,9 @@ use crate::remedies::command::{run_argv, CommandError};
 use crate::remedies::hygiene;
 use crate::remedies::restore::{import_archive, pinned, Import};
 use crate::remedies::{pull, RemedyError};
+use crate::state::ledger::State;
 use crate::state::lock::{LockError, RepairLock};
-use crate::state::runtime::State;
-use crate::state::{Loaded, RuntimeFile, StateDir, StateError};
+use crate::state::{LedgerFile, Loaded, StateDir, StateError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -50,7 +50,7 @@ pub trait World {
     fn try_lock(&mut self) -> Result<(), LockError>;
     fn unlock(&mut self);
     /// The state file as it is, without the lock.
-    fn read_state(&self) -> RuntimeFile;
+    fn read_state(&self) -> LedgerFile;
     /// The state to count on, under the lock (a corrupt file is quarantined).
     fn load_state(&mut self) -> (State, Loaded);
     fn save_state(&mut self, state: &State) -> Result<(), StateError>;
@@ -175,16 +175,16 @@ impl World for Node<'_> {
         self.lock = None;
     }
 
-    fn read_state(&self) -> RuntimeFile {
+    fn read_state(&self) -> LedgerFile {
         match &self.state_dir {
-            Ok(dir) => dir.read_runtime(),
-            Err(_) => RuntimeFile::Absent,
+            Ok(dir) => dir.read_ledger(),
+            Err(_) => LedgerFile::Absent,
         }
     }
 
     fn load_state(&mut self) -> (State, Loaded) {
         match &self.state_dir {
-            Ok(dir) => dir.load_runtime(),
+            Ok(dir) => dir.load_ledger(),
             Err(e) => {
                 let mut s = State::fresh("");
                 s.void = Some(format!("no state file: cannot count restarts ({e})"));
@@ -197,7 +197,7 @@ impl World for Node<'_> {
         self.state_dir
             .as_ref()
             .map_err(Clone::clone)?
-            .save_runtime(state)
+            .save_ledger(state)
     }
 
     fn write_status(&mut self, line: &str) {

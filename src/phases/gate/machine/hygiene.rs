@@ -6,7 +6,7 @@ use crate::checks::orphans::rules::Condemned;
 use crate::phases::gate::decide::Plan;
 use crate::remedies::RemedyError;
 use crate::report::{Finding, Id};
-use crate::state::runtime::{Action, Outcome};
+use crate::state::ledger::{Action, Outcome};
 
 impl<W: World> Machine<'_, W> {
     /// `--dry-run`: one finding per remedy the plan calls for, saying exactly what would be

@@ -5,7 +5,7 @@
 use super::{FamilyId, Machine, Step, World};
 use crate::remedies::restore::Import;
 use crate::report::{Finding, Id};
-use crate::state::runtime::{Action, Outcome};
+use crate::state::ledger::{Action, Outcome};
 use std::time::Duration;
 
 impl<W: World> Machine<'_, W> {

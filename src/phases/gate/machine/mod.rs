@@ -24,8 +24,8 @@ use crate::command::Command;
 use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::report::{Finding, Id};
-use crate::state::runtime::{State, Terminal};
-use crate::state::RuntimeFile;
+use crate::state::ledger::{State, Terminal};
+use crate::state::LedgerFile;
 use std::time::Duration;
 
 /// Read-only `guard verify` does not wait long for a silent containerd.
@@ -166,8 +166,8 @@ impl<'a, W: World> Machine<'a, W> {
     /// next start exits 4 at once, so no command may call the node usable.
     fn begin(&mut self) -> Step {
         match self.w.read_state() {
-            RuntimeFile::Current(s) if s.terminal.is_some() => self.terminal = s.terminal,
-            RuntimeFile::Corrupt(problem) if !self.mode.acts() => self.set(
+            LedgerFile::Current(s) if s.terminal.is_some() => self.terminal = s.terminal,
+            LedgerFile::Corrupt(problem) if !self.mode.acts() => self.set(
                 Finding::warn(
                     Id::RemedyBudget,
                     "the state file is corrupt (no restart budget left this boot)",

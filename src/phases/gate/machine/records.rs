@@ -6,8 +6,8 @@ use crate::backoff::Backoff;
 use crate::config::units::format_duration;
 use crate::phases::gate::End;
 use crate::report::{escape, Finding, Id};
+use crate::state::ledger::{Action, LastRun, Outcome, Record};
 use crate::state::lock::LockError;
-use crate::state::runtime::{Action, LastRun, Outcome, Record};
 use crate::state::Loaded;
 use std::time::Duration;
 

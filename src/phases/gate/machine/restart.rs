@@ -8,7 +8,7 @@ use crate::phases::gate::End;
 use crate::remedies::budget::{self, Decision};
 use crate::remedies::command::{systemctl_restart_unit, tie_restart, CommandError, RestartTie};
 use crate::report::{Finding, Id};
-use crate::state::runtime::{Action, Outcome, Terminal};
+use crate::state::ledger::{Action, Outcome, Terminal};
 use std::time::Duration;
 
 impl<W: World> Machine<'_, W> {

@@ -5,7 +5,7 @@
 use super::*;
 use crate::metrics::{self, Kept};
 use crate::remedies::budget::{self, Decision};
-use crate::state::runtime::Record;
+use crate::state::ledger::Record;
 use std::collections::BTreeSet;
 
 /// A run on the node as it looks, with the fake set up by the closure.

@@ -41,9 +41,9 @@ use crate::remedies::command::CommandError;
 use crate::remedies::restore::Import;
 use crate::remedies::RemedyError;
 use crate::report::{status_of as status, Finding, Status};
+use crate::state::ledger::{Action, Outcome, State};
 use crate::state::lock::LockError;
-use crate::state::runtime::{Action, Outcome, State};
-use crate::state::{Loaded, Op, RuntimeFile, StateError};
+use crate::state::{LedgerFile, Loaded, Op, StateError};
 use facts::*;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -182,11 +182,11 @@ impl World for Fake {
         self.locked = false;
     }
 
-    fn read_state(&self) -> RuntimeFile {
+    fn read_state(&self) -> LedgerFile {
         match (&self.state, self.corrupt) {
-            (_, true) => RuntimeFile::Corrupt("runtime.json does not parse".into()),
-            (Some(s), _) => RuntimeFile::Current(s.clone()),
-            (None, _) => RuntimeFile::Absent,
+            (_, true) => LedgerFile::Corrupt("runtime.json does not parse".into()),
+            (Some(s), _) => LedgerFile::Current(s.clone()),
+            (None, _) => LedgerFile::Absent,
         }
     }
 

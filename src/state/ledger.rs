@@ -1,5 +1,6 @@
-//! What the phase-2 state file (`state_dir/runtime.json`) holds: this boot's restarts, the
-//! remedies tried and their outcomes, the last verdict, and whether the guard is terminal.
+//! The ledger: what the gate's state file (`state_dir/runtime.json`) holds: this boot's
+//! restarts, the remedies tried and their outcomes, the last verdict, and whether the
+//! guard is terminal.
 //! [`super::StateDir`] reads and writes it.
 
 use serde::{Deserialize, Serialize};
