@@ -77,10 +77,10 @@ pub fn run_gate_with(
         .build()
         .map_err(PhaseError::Runtime)?;
     let settings = &ctx.loaded.settings;
-    let mut node = gate::Node::new(&ctx.host, settings, cd)
+    let mut world = gate::RealWorld::new(&ctx.host, settings, cd)
         .with_own_mounts(mounts)
         .within(mode.deadline);
-    let gate = gate::run(&mut node, settings, mode, ctx.command);
+    let gate = gate::run(&mut world, settings, mode, ctx.command);
     let Some(deadline) = mode.deadline else {
         return Ok(rt.block_on(gate));
     };

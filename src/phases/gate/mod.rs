@@ -33,7 +33,7 @@ use crate::command::Command;
 use crate::exit::Exit;
 pub use decide::Scope;
 pub use machine::run;
-pub use world::{Node, Target, World};
+pub use world::{RealWorld, Target, World};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Mode {

@@ -1,6 +1,6 @@
 //! Everything phase 2 reads or changes, behind one small trait: containerd (observe,
 //! tasks, restart, import, pull), the boot clock, and the state directory with its lock.
-//! [`Node`] is the real one; the tests use a fake.
+//! [`RealWorld`] is the real one; the tests use a fake.
 
 use super::decide::{Observation, Scope};
 use crate::checks::answers::facts::{self as answers, AnswerFacts};
@@ -99,7 +99,7 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 const SECOND_LOOK: Duration = Duration::from_secs(2);
 
 /// The real node.
-pub struct Node<'a> {
+pub struct RealWorld<'a> {
     host: &'a Host,
     settings: &'a Settings,
     target: Target,
@@ -112,9 +112,9 @@ pub struct Node<'a> {
     call_timeout: Duration,
 }
 
-impl<'a> Node<'a> {
-    pub fn new(host: &'a Host, settings: &'a Settings, cd: &ContainerdConfig) -> Node<'a> {
-        Node {
+impl<'a> RealWorld<'a> {
+    pub fn new(host: &'a Host, settings: &'a Settings, cd: &ContainerdConfig) -> RealWorld<'a> {
+        RealWorld {
             host,
             settings,
             target: Target::new(settings, cd),
@@ -153,7 +153,7 @@ impl<'a> Node<'a> {
     }
 }
 
-impl World for Node<'_> {
+impl World for RealWorld<'_> {
     fn now(&self) -> Duration {
         boot_clock()
     }

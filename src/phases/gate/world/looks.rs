@@ -16,7 +16,7 @@ pub(super) async fn when_covered<T>(
     }
 }
 
-impl Node<'_> {
+impl RealWorld<'_> {
     /// The families read from files only (systemd units, kubelet's configuration), before
     /// containerd is asked anything.
     pub(super) fn unit_and_kubelet_looks(
