@@ -54,15 +54,17 @@ pub struct OrphanFacts {
     pub reap: bool,
     /// The runtime of each confirmed candidate's container, by container id (asked only
     /// for those).
-    pub runtimes: BTreeMap<String, Runtime>,
+    pub runtimes: BTreeMap<String, ShimRuntime>,
     /// This containerd's root, resolved (`mountinfo` shows resolved paths): a payload whose
     /// root filesystem is another containerd's snapshot is another runtime's.
     pub containerd_root: PathBuf,
 }
 
-/// What containerd says about the runtime of a candidate's container.
+/// The shim runtime containerd records for a candidate's container (its
+/// `Container.Runtime.name`: `io.containerd.runc.v2` runs it under containerd-shim-runc-v2),
+/// which says whether its processes are meant to live under a shim at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Runtime {
+pub enum ShimRuntime {
     /// The runtime it records (`io.containerd.runc.v2`, `io.containerd.kata.v2`).
     Named(String),
     /// containerd no longer has the container (kubelet removed it).

@@ -10,7 +10,7 @@
 //! reported and left alone. Where containerd no longer knows the container (kubelet
 //! removed it), the rules above decide.
 
-use super::facts::{OrphanFacts, OrphanLook, PodProcess, ProcNow, Runtime};
+use super::facts::{OrphanFacts, OrphanLook, PodProcess, ProcNow, ShimRuntime};
 use crate::report::{Finding, Id, Status};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,13 +72,13 @@ fn left_alone_because(f: &OrphanFacts, p: &PodProcess) -> Option<String> {
         ));
     }
     match f.runtimes.get(&p.cgroup.container_id)? {
-        Runtime::Gone => None,
-        Runtime::Named(n) if RUNC_TYPE.contains(&n.as_str()) => None,
-        Runtime::Named(n) => Some(format!(
+        ShimRuntime::Gone => None,
+        ShimRuntime::Named(n) if RUNC_TYPE.contains(&n.as_str()) => None,
+        ShimRuntime::Named(n) => Some(format!(
             "runtime {n} is not runc-type (a VM runtime runs its processes outside a shim's \
              process tree by design): left alone"
         )),
-        Runtime::Unreadable(e) => Some(format!(
+        ShimRuntime::Unreadable(e) => Some(format!(
             "containerd could not say which runtime runs it ({e}): left alone"
         )),
     }

@@ -9,7 +9,7 @@ use crate::checks::eviction::facts::{self as eviction, EvictionFacts};
 use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::{self as leaked_rules, Leak};
-use crate::checks::orphans::facts::{self as orphans, OrphanFacts, Runtime};
+use crate::checks::orphans::facts::{self as orphans, OrphanFacts, ShimRuntime};
 use crate::checks::orphans::rules::{self as orphan_rules, Condemned};
 use crate::checks::sandbox_image::facts as sandbox_image;
 use crate::checks::stale::facts as stale;

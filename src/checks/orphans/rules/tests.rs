@@ -1,5 +1,5 @@
 use super::*;
-use crate::checks::orphans::facts::Runtime;
+use crate::checks::orphans::facts::ShimRuntime;
 use crate::checks::workloads::Workloads;
 use crate::containerd::tasks::{TaskInfo, TaskStatus};
 use crate::host::cgroup::ContainerCgroup;
@@ -123,7 +123,7 @@ fn confirmed_by_the_same_process_twice_and_reaped_only_when_allowed() {
     assert!(reap.is_empty(), "[orphans] reap = false only reports");
 }
 
-fn twice(l: OrphanLook, runtime: Option<Runtime>) -> OrphanFacts {
+fn twice(l: OrphanLook, runtime: Option<ShimRuntime>) -> OrphanFacts {
     let runtimes = runtime.map(|r| ("a".to_string(), r)).into_iter().collect();
     OrphanFacts {
         first: l.clone(),
@@ -137,17 +137,17 @@ fn twice(l: OrphanLook, runtime: Option<Runtime>) -> OrphanFacts {
 #[test]
 fn a_known_runtime_that_is_not_runc_is_named_and_left_alone() {
     let l = look(vec![proc_in("a", 10, None)], &[]);
-    let named = |n: &str| Some(Runtime::Named(n.into()));
+    let named = |n: &str| Some(ShimRuntime::Named(n.into()));
     let cases = [
         ("runtime no longer known: today's rules", None, 1),
-        ("container removed by kubelet", Some(Runtime::Gone), 1),
+        ("container removed by kubelet", Some(ShimRuntime::Gone), 1),
         ("runc", named("io.containerd.runc.v2"), 1),
         ("runc v1 shim", named("io.containerd.runc.v1"), 1),
         ("kata", named("io.containerd.kata.v2"), 0),
         ("gVisor", named("io.containerd.runsc.v1"), 0),
         (
             "containerd did not say",
-            Some(Runtime::Unreadable(
+            Some(ShimRuntime::Unreadable(
                 "Containers.Get: no answer within 5s".into(),
             )),
             0,

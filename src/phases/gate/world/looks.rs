@@ -89,13 +89,13 @@ impl RealWorld<'_> {
 
 /// The runtime containerd records for each container id (asked only for confirmed
 /// orphans' containers).
-pub(super) async fn runtimes(conn: &Conn, ids: BTreeSet<String>) -> BTreeMap<String, Runtime> {
+pub(super) async fn runtimes(conn: &Conn, ids: BTreeSet<String>) -> BTreeMap<String, ShimRuntime> {
     let mut out = BTreeMap::new();
     for id in ids {
         let runtime = match tasks::runtime_of(conn, K8S_NS, &id).await {
-            Ok(Some(name)) => Runtime::Named(name),
-            Ok(None) => Runtime::Gone,
-            Err(e) => Runtime::Unreadable(e.to_string()),
+            Ok(Some(name)) => ShimRuntime::Named(name),
+            Ok(None) => ShimRuntime::Gone,
+            Err(e) => ShimRuntime::Unreadable(e.to_string()),
         };
         out.insert(id, runtime);
     }
