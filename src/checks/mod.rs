@@ -1,33 +1,31 @@
-//! Check families. Each family is one folder with two files:
+//! Check families. A family is one folder, `src/checks/<family>/`, and one line in the
+//! registry below:
 //!
 //! - `facts.rs` reads what the family needs (through [`crate::host::Host`] or the
 //!   containerd client) into plain data. It judges nothing.
 //! - `rules.rs` turns those facts into [`Finding`](crate::report::Finding)s: pure functions,
 //!   table-tested without root. Rules import no I/O (`tests::rules_do_no_io` enforces it),
-//!   and they say what would fix a fault; the phase decides whether to act on it.
+//!   and they say what would fix a fault; the gate decides whether to act on it.
+//! - `mod.rs` implements [`Family`] (the trait, [`family`]): the facts type, the ids the
+//!   family reports, and `evaluate`, the rules' findings and the remedies they ask for in
+//!   one shape, [`Verdict`].
 //!
-//! Families: `volume` (phase 1: the disk at containerd's root), `answers` (containerd
-//! answers, CRI serves), `stale` (containerd holds its metadata on the filesystem now
-//! mounted), `sandbox_image` (the pause image is complete and unpacked), and the hygiene
-//! families, which find what breaks pods while the node runs: `leaked_tasks` (a task no one
-//! reaps blocks its pod's removal), `orphans` (payloads that outlived their shim) and
-//! `kill_mode` (a containerd unit that would orphan payloads). The hygiene families share
-//! one look at what runs ([`workloads`]). `canary` is the one family that changes
-//! something to look: it makes and removes a pod sandbox, and runs only where a command
-//! names it (`guard runtime`, `guard verify --deep`).
+//! The registry is the one list of phase 2's families: the gate's scopes, its
+//! [`Observation`], which family reports an id, and judging them all derive from it; the
+//! report lists findings in the order of [`crate::report::Id`]. How to add a family, step
+//! by step, with the diff of one family moved onto the trait: docs/development.md,
+//! "Adding a check family" (the only recipe).
 //!
-//! # Adding a check family
-//!
-//! 1. Make `src/checks/<family>/facts.rs` and `rules.rs` and list them below.
-//! 2. Add its finding id(s) to [`crate::report::Id`] and a row to README.md's
-//!    "Finding ids" table (a test fails when the two differ).
-//! 3. Add one line to the phase's gather list (`Observation` and `observe()` in
-//!    `src/phases/gate/`, or the volume phase's `gather`) and one to its judge list
-//!    (`judge()` in `src/phases/gate/decide.rs`).
-//! 4. If the family has a remedy, put it in `src/remedies/` and give it a state in the
-//!    phase's state machine; remedies never live in rules.
-//!
-//! `docs/development.md` walks through an example.
+//! Families: `answers` (containerd answers, CRI serves), `stale` (containerd holds its
+//! metadata on the filesystem now mounted), `sandbox_image` (the pause image is complete,
+//! unpacked and pinned), the hygiene families, which find what breaks pods while the node
+//! runs: `leaked_tasks` (a task no one reaps blocks its pod's removal) and `orphans`
+//! (payloads that outlived their shim), sharing one look at what runs ([`workloads`]);
+//! `kill_mode` (a containerd unit that would orphan payloads) and `eviction` (kubelet's
+//! thresholds cover containerd's volume), read from files; and `canary`, the one family
+//! that changes something to look: it makes and removes a pod sandbox, and runs only where
+//! a command names it (`guard runtime`, `guard verify --deep`). `volume` is phase 1's,
+//! judged by `phases::volume` before containerd starts, outside the registry.
 
 pub mod family;
 pub mod volume {
@@ -38,7 +36,8 @@ pub mod workloads;
 
 pub use family::{Family, Judging, Remedy, Verdict};
 
-// Phase 2's families, in the order they are judged.
+// Phase 2's families, in the order they are judged; `makes`: those that change something
+// to look, never part of "every check" (`Scope::ALL`).
 family::registry! {
     looks {
         answers: Answers,
