@@ -1,9 +1,10 @@
 //! The extension point of phase 2: one [`Family`] trait every check family implements,
-//! and the [`registry!`](crate::checks) that lists them once. Everything that used to
-//! name each family by hand derives from that list: [`FamilyId`](super::FamilyId) (what a run's scope
-//! names), [`Observation`](super::Observation) (one field of facts per family), the families a run covers
-//! (`FamilyId::LOOKING`, `FamilyId::EVERY`), which family reports an id
-//! (`FamilyId::of`), and judging them all (`Observation::judge`).
+//! and `registry!`, invoked once in `src/checks/mod.rs`, that lists them. Everything that
+//! names the families derives from that list: [`FamilyId`](super::FamilyId) (what a
+//! run's scope names), [`Observation`](super::Observation) (one field of facts per
+//! family), the families a run covers (`FamilyId::LOOKING`, `FamilyId::EVERY`), which
+//! family reports an id (`FamilyId::of`), and judging them all (`Observation::judge`).
+//! How to add a family: docs/development.md, "Adding a check family".
 
 use super::answers::rules::Knobs;
 use super::leaked_tasks::rules::Leak;
@@ -31,9 +32,9 @@ pub struct Judging<'a> {
     pub hygiene_blocks: bool,
 }
 
-/// The one shape every family's rules return: the findings, in the order they are
-/// reported, and the remedies they ask for. The gate decides which remedy runs (at most
-/// one kind per cycle, a restart first); rules never act.
+/// The one shape every family's rules return: the findings (a report lists them in the
+/// order of their ids) and the remedies they ask for. The gate decides which remedy runs
+/// (at most one kind per cycle, a restart first); rules never act.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Verdict {
     pub findings: Vec<Finding>,
@@ -79,7 +80,10 @@ pub enum Remedy {
 /// file. A family that changes something to look (the canary makes a pod) goes under
 /// `makes`: it is never part of "every check".
 macro_rules! registry {
-    (looks { $($module:ident: $family:ident,)* } makes { $($m_module:ident: $m_family:ident,)* }) => {
+    (
+        looks { $($module:ident: $family:ident,)* }
+        makes { $($m_module:ident: $m_family:ident,)* }
+    ) => {
         $(pub mod $module;)*
         $(pub mod $m_module;)*
 
