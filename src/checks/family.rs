@@ -78,7 +78,8 @@ pub enum Remedy {
 /// judged. It declares each family's module (`src/checks/<module>/`, whose `mod.rs`
 /// implements [`Family`] for `Type`) and generates everything listed at the top of this
 /// file. A family that changes something to look (the canary makes a pod) goes under
-/// `makes`: it is never part of "every check".
+/// `makes`: it is never part of "every check", and the gate gathers its facts in a step
+/// of its own, after every other check passed (a look leaves its field `None`).
 macro_rules! registry {
     (
         looks { $($module:ident: $family:ident,)* }

@@ -52,7 +52,7 @@ impl RestartReason {
     }
 
     /// Why `family` asks for a restart.
-    fn for_(family: FamilyId) -> Option<RestartReason> {
+    fn asked_by(family: FamilyId) -> Option<RestartReason> {
         match family {
             FamilyId::Stale => Some(RestartReason::Stale),
             FamilyId::Answers => Some(RestartReason::NotAnswering),
@@ -103,7 +103,7 @@ pub fn judge(run: &Judging, obs: &Observation) -> (Vec<Finding>, Plan) {
         findings.extend(verdict.findings);
         for remedy in verdict.asks {
             match remedy {
-                Remedy::Restart => plan.restart = plan.restart.max(RestartReason::for_(family)),
+                Remedy::Restart => plan.restart = plan.restart.max(RestartReason::asked_by(family)),
                 Remedy::RestoreImage => restore = true,
                 Remedy::PinImage => pin = true,
                 Remedy::DeleteTasks(leaks) => plan.delete_tasks = leaks,
