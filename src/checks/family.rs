@@ -124,6 +124,18 @@ macro_rules! registry {
         }
 
         impl Observation {
+            /// The observation without the facts of the families `looked_at` refuses: what
+            /// a look that gathers only those would hold.
+            pub fn only(mut self, looked_at: impl Fn(FamilyId) -> bool) -> Self {
+                $(if !looked_at(FamilyId::$family) {
+                    self.$module = None;
+                })*
+                $(if !looked_at(FamilyId::$m_family) {
+                    self.$m_module = None;
+                })*
+                self
+            }
+
             /// Every family's verdict over its facts, in registry order.
             pub fn judge(&self, run: &Judging) -> Vec<(FamilyId, Verdict)> {
                 vec![

@@ -23,11 +23,13 @@ impl Scope {
         self.0.contains(&family)
     }
 
-    /// Whether a look gathers the family's facts: those it covers, and the stale facts
-    /// wherever the sandbox image is covered (a stale containerd's images describe the
-    /// wrong filesystem: nothing is restored into it, whether or not the run reports it).
+    /// Whether a look gathers the family's facts: those it covers, whether containerd
+    /// answers always, and the stale facts wherever the sandbox image is covered (a stale
+    /// containerd's images describe the wrong filesystem: nothing is restored into it,
+    /// whether or not the run reports it).
     pub fn looks_at(self, family: FamilyId) -> bool {
-        self.covers(family) || (family == FamilyId::Stale && self.covers(FamilyId::SandboxImage))
+        let stale_for_image = family == FamilyId::Stale && self.covers(FamilyId::SandboxImage);
+        family == FamilyId::Answers || self.covers(family) || stale_for_image
     }
 
     /// Whether a check's finding belongs in this run's report.

@@ -17,7 +17,6 @@ mod image;
 mod restart;
 
 use super::decide::{Observation, Scope};
-use super::FamilyId;
 use super::{run, End, Mode, World};
 use crate::checks::answers::facts::{AnswerFacts, Answering, Condition};
 use crate::checks::canary::facts::{CanaryFacts, CanaryOutcome, CanaryRun};
@@ -242,12 +241,6 @@ impl World for Fake {
         if self.stale_image_missing {
             o.sandbox_image = Some(image_facts(true));
         }
-        if !scope.looks_at(FamilyId::Stale) {
-            o.stale = None;
-        }
-        if !scope.looks_at(FamilyId::SandboxImage) {
-            o.sandbox_image = None;
-        }
         if self.leak || self.orphan {
             self.clock += Duration::from_secs(2); // the second look
         }
@@ -262,7 +255,7 @@ impl World for Fake {
         }
         o.leaked_tasks = Some(leak_facts(self.leak));
         o.orphans = Some(orphan_facts(self.orphan, self.reap));
-        o
+        o.only(|family| scope.looks_at(family))
     }
 
     async fn delete_task(&mut self, leak: &Leak) -> Result<String, RemedyError> {
