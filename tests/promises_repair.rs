@@ -2,7 +2,7 @@
 //! the fix a silent containerd is told, the repair lock, the backoff cap, hygiene never
 //! restarting, and every dry run changing nothing.
 //!
-//! Promises of README.md and docs/ that only the fake world (`src/phases/runtime/tests/`)
+//! Promises of README.md and docs/ that only the fake world (`src/phases/gate/tests/`)
 //! or nothing proved, on real components: Debian's containerd on temp paths, a real
 //! loop-mounted ext4 volume, the built `guard`. Root only.
 

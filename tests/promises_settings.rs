@@ -1,7 +1,7 @@
 //! Promises about settings: the default and the empty metrics textfile,
 //! `require_network`, `[volume] mount` never formatting, and `[sandbox] image`.
 //!
-//! Promises of README.md and docs/ that only the fake world (`src/phases/runtime/tests/`)
+//! Promises of README.md and docs/ that only the fake world (`src/phases/gate/tests/`)
 //! or nothing proved, on real components: Debian's containerd on temp paths, a real
 //! loop-mounted ext4 volume, the built `guard`. Root only.
 

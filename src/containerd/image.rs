@@ -18,7 +18,7 @@ pub const PINNED_LABEL: &str = "io.cri-containerd.pinned";
 /// Labels the image `name` pinned, as containerd labels its own sandbox image; changes
 /// nothing else of it (`Images.Update` of that one label). The update carries the image
 /// as containerd holds it: containerd 1.7 and 2.1 crash (a nil dereference) on an update
-/// without the image's target, whatever the field mask (measured: `tests/hygiene.rs` h12).
+/// without the image's target, whatever the field mask (measured: `tests/hygiene_images.rs` h12).
 pub async fn pin(conn: &Conn, name: &str) -> Result<(), RpcError> {
     use containerd_client::services::v1::UpdateImageRequest;
     let mut c = ImagesClient::new(conn.channel.clone());

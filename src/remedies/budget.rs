@@ -177,7 +177,7 @@ mod tests {
     /// The records carry wall-clock time (`unix`) for people; the decision reads only the
     /// boot clock, so the wall clock jumping (NTP at boot, an operator's `date -s`) between
     /// two guards neither shortens nor stretches the backoff. That the caller passes
-    /// CLOCK_BOOTTIME is `tests/runtime.rs::s08b_backoff_holds_across_invocations`.
+    /// CLOCK_BOOTTIME is `tests/gate_budget.rs::s08b_backoff_holds_across_invocations`.
     #[test]
     fn a_wall_clock_jump_does_not_change_the_backoff() {
         let s = Duration::from_secs;

@@ -1,7 +1,7 @@
 //! Every transition of phase 2 against a fake world: no root, no containerd, no sleeping
 //! (the fake clock jumps), so each case runs in milliseconds. Most behaviours are also
-//! proven on a real containerd (`tests/runtime.rs`, `tests/faults_runtime.rs`,
-//! `tests/hygiene.rs`, `tests/promises.rs`: `--force` over running tasks, a restart's dry
+//! proven on a real containerd (`tests/gate_*.rs`, `tests/faults_containerd.rs`,
+//! `tests/hygiene_*.rs`, `tests/promises_repair.rs`: `--force` over running tasks, a restart's dry
 //! run, a live guard holding the lock past the hold, hygiene on a stale containerd). Two
 //! are proven only here: a failing `Tasks.Delete` (a real containerd cannot be made to
 //! fail one for a task it would delete) and restart evidence naming the kill-mode risk
