@@ -12,6 +12,7 @@
 
 mod boot_mount;
 mod budget;
+mod cloud_init;
 mod content;
 mod facts;
 mod kubelet;
@@ -33,7 +34,7 @@ const RULES: &[fn(&Image) -> Finding] = &[
     rules::containerd_order,
     rules::volume_mount,
     rules::volume_nofail,
-    rules::cloud_init,
+    cloud_init::cloud_init,
     kubelet::kubelet_gate,
     kubelet::kubelet_order,
     rules::kill_mode,

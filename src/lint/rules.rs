@@ -2,14 +2,14 @@
 //! and proven, and kubelet (and kubeadm) only after the runtime gate? One pure function
 //! per finding, from the image's facts.
 
-use super::facts::{Image, Loaded, CLOUD_INIT_UNITS};
+use super::facts::{Image, Loaded};
 use super::order::{self, MountDecl};
 use super::timeouts;
 use crate::checks::kill_mode;
 use crate::host::units::{self, Unit};
 use crate::report::{Finding, Id, Status};
 
-const CONTAINERD_DROPIN: &str = "containerd.service.d/10-containerd-guard.conf";
+pub(super) const CONTAINERD_DROPIN: &str = "containerd.service.d/10-containerd-guard.conf";
 
 /// containerd's unit, or the finding that says why there is none to judge.
 fn containerd(image: &Image, id: Id) -> Result<&Unit, Finding> {
@@ -135,7 +135,7 @@ pub fn containerd_order(image: &Image) -> Finding {
 
 /// Why containerd's effective `After=` lacks `wanted`: a reset, the guard's drop-in
 /// masked, or no file names it.
-fn why_unordered(cd: &Unit, wanted: &str) -> String {
+pub(super) fn why_unordered(cd: &Unit, wanted: &str) -> String {
     let mask = cd
         .masked_dropins
         .iter()
@@ -280,131 +280,6 @@ pub fn volume_nofail(image: &Image) -> Finding {
         "install the guard's drop-in {CONTAINERD_DROPIN} (then nofail is what keeps the \
          boot out of emergency mode), or drop nofail"
     ))
-}
-
-pub fn cloud_init(image: &Image) -> Finding {
-    let f = cloud_init_order(image);
-    match &image.user_data_not_read {
-        Some((file, why)) if f.status != Status::Fail => {
-            let summary = format!("the user data {file} was not read: {why}");
-            Finding::warn(f.id, summary)
-                .evidence(f.summary)
-                .remedy("give cloud-init's #cloud-config part with --user-data to judge its mounts")
-        }
-        _ => f,
-    }
-}
-
-fn cloud_init_order(image: &Image) -> Finding {
-    let id = Id::LintCloudInit;
-    let broken: Vec<String> = image
-        .clouds
-        .iter()
-        .chain(image.user_data.iter())
-        .filter_map(|s| s.read.as_ref().err().map(|e| format!("{}: {e}", s.file)))
-        .collect();
-    if let Some(e) = broken.first() {
-        return Finding::fail(id, "a cloud-init config cannot be read").evidence(e.clone());
-    }
-    let touching = touching_volume(image);
-    let cd = match &image.containerd {
-        Ok(Some(cd)) => cd,
-        _ => return Finding::skip(id, "no containerd.service to judge (lint.guard-dropin)"),
-    };
-    let after = |u: &&str| order::names_unit(cd, "After", u);
-    let (wanted, unknown) = match image.cloud_init_units.as_slice() {
-        [] => (&CLOUD_INIT_UNITS[..], true),
-        installed => (installed, false),
-    };
-    // Without cloud-init in the image (the user data's cloud-init is of another image),
-    // waiting for any of its units will do; with it, for each of its units that mounts.
-    let ordered: Vec<_> = wanted.iter().filter_map(after).collect();
-    let missing: Vec<&str> = wanted
-        .iter()
-        .copied()
-        .filter(|u| after(u).is_none())
-        .collect();
-    let waits = match unknown {
-        true => !ordered.is_empty(),
-        false => missing.is_empty(),
-    };
-    match (waits, touching.first()) {
-        (true, _) if !unknown || !touching.is_empty() => {
-            let names: Vec<&str> = wanted
-                .iter()
-                .copied()
-                .filter(|u| after(u).is_some())
-                .collect();
-            let f = Finding::pass(
-                id,
-                format!(
-                    "containerd.service waits for cloud-init ({})",
-                    names.join(", ")
-                ),
-            );
-            ordered.iter().fold(f, |f, a| f.evidence(a.place()))
-        }
-        (false, Some(place)) => Finding::fail(
-            id,
-            format!(
-                "cloud-init mounts or formats the volume, and containerd does not wait for {}",
-                missing.join(", ")
-            ),
-        )
-        .evidence(place.clone())
-        .evidence(why_unordered(cd, missing[0]))
-        .remedy(cloud_remedy(&missing)),
-        (false, None) if !unknown && image.user_data.is_none() => Finding::warn(
-            id,
-            format!(
-                "cloud-init is in the image and containerd does not wait for {}: user data \
-                 that mounts the disk would mount it after containerd started",
-                missing.join(", ")
-            ),
-        )
-        .evidence(why_unordered(cd, missing[0]))
-        .remedy(cloud_remedy(&missing)),
-        _ => Finding::pass(
-            id,
-            "no cloud-init in the image or the user data: nothing mounts the disk late",
-        ),
-    }
-}
-
-fn cloud_remedy(missing: &[&str]) -> String {
-    format!(
-        "keep the guard's containerd drop-in ({CONTAINERD_DROPIN}, which orders it after \
-         every cloud-init unit that mounts) in effect, or add After={} to containerd.service",
-        missing.join(" ")
-    )
-}
-
-/// `FILE:LINE` of each cloud-init entry that mounts the volume or formats the guard's disk.
-fn touching_volume(image: &Image) -> Vec<String> {
-    let label = match &image.guard.settings.volume.device {
-        Some(crate::config::DeviceSpec::Label(l)) => Some(l.as_str()),
-        _ => None,
-    };
-    let mut out = Vec::new();
-    for (file, cloud) in image.all_clouds() {
-        for (fields, line) in &cloud.mounts {
-            if fields
-                .get(1)
-                .is_some_and(|p| order::same_path(p.as_ref(), &image.volume))
-            {
-                out.push(format!("{file}:{line}: mounts {}", image.volume.display()));
-            }
-        }
-        for (l, _, line) in &cloud.fs_setup {
-            if l.is_some() && l.as_deref() == label {
-                out.push(format!(
-                    "{file}:{line}: fs_setup makes the guard's LABEL={}",
-                    l.as_deref().unwrap_or_default()
-                ));
-            }
-        }
-    }
-    out
 }
 
 pub fn kill_mode(image: &Image) -> Finding {
