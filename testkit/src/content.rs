@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContentSnapshot {
     /// blob file name (hex digest) -> sha256 of its bytes (equal unless damaged)
     blobs: BTreeMap<String, String>,

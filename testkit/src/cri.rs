@@ -172,6 +172,21 @@ pub async fn sandbox_state(socket: &Path, id: &str) -> Result<String, String> {
         .unwrap_or_else(|_| format!("state {}", status.state)))
 }
 
+/// CRI PullImage of `reference`, as kubelet pulls an image: containerd's own pull, with
+/// its own settings (the snapshotter, `discard_unpacked_layers`). The image's reference.
+pub async fn pull_image(socket: &Path, reference: &str) -> Result<String, String> {
+    let mut c = ImageServiceClient::new(channel(socket).await?);
+    let req = PullImageRequest {
+        image: image_spec(reference),
+        ..Default::default()
+    };
+    let pulled = c
+        .pull_image(request(req, None, CALL_TIMEOUT))
+        .await
+        .map_err(|s| status_text(&s))?;
+    Ok(pulled.into_inner().image_ref)
+}
+
 /// CRI RemoveImage of `reference`, as kubelet's image garbage collection or an operator's
 /// `crictl rmi` removes it.
 pub async fn remove_image(socket: &Path, reference: &str) -> Result<(), String> {

@@ -27,6 +27,9 @@ pub enum ImageState {
     Usable {
         digest: String,
         chain_id: String,
+        /// Layer blobs absent from the content store where that is expected (see
+        /// [`Wanted::layers_may_be_absent`]): the snapshot is what pods start from.
+        absent_layers: usize,
     },
     /// The check itself could not run.
     Unknown(String),
@@ -41,6 +44,8 @@ pub struct ImageFacts {
     /// Where the reference came from (config key).
     pub source: String,
     pub snapshotter: String,
+    /// Why layer blobs may be absent from a healthy image, as [`Wanted`] says.
+    pub layers_may_be_absent: Option<String>,
     pub platform: String,
     pub state: ImageState,
     /// Whether kubelet's image GC leaves it alone; `None` when containerd has no record.
@@ -62,7 +67,13 @@ pub struct Pin {
 pub struct Wanted {
     pub reference: String,
     pub source: String,
+    /// The snapshotter the sandbox is unpacked into (its runtime's own, else CRI's).
     pub snapshotter: String,
+    /// Why a healthy image may lack its layer blobs once unpacked, as containerd's config
+    /// says (`discard_unpacked_layers = true`, or a remote snapshotter that unpacks
+    /// lazily); `None`: every layer must be there. The image is then judged by its
+    /// manifest, its config and the snapshot of its chain.
+    pub layers_may_be_absent: Option<String>,
 }
 
 /// The image's facts; CRI's `pinned` comes from the runtime family's `ImageStatus`
@@ -70,12 +81,14 @@ pub struct Wanted {
 pub async fn gather(conn: &Conn, w: &Wanted) -> ImageFacts {
     let arch = oci_arch(std::env::consts::ARCH);
     let name = normalize_ref(&w.reference);
-    let (state, labelled) = check(conn, &name, &w.snapshotter, "linux", arch).await;
+    let layers_optional = w.layers_may_be_absent.is_some();
+    let (state, labelled) = check(conn, &name, &w.snapshotter, layers_optional, arch).await;
     ImageFacts {
         reference: w.reference.clone(),
         name,
         source: w.source.clone(),
         snapshotter: w.snapshotter.clone(),
+        layers_may_be_absent: w.layers_may_be_absent.clone(),
         platform: format!("linux/{arch}"),
         state,
         pin: labelled.map(|labelled| Pin {
@@ -96,13 +109,14 @@ pub fn with_cri_answer(
     facts
 }
 
-/// The full check of image `name` in namespace k8s.io, and whether its record carries
-/// the pin label (`None`: no record, or it could not be read).
+/// The full check of image `name` (linux/`arch`) in namespace k8s.io, and whether its
+/// record carries the pin label (`None`: no record, or it could not be read).
+/// `layers_optional`: absent layer blobs are judged by the snapshot alone.
 pub async fn check(
     conn: &Conn,
     name: &str,
     snapshotter: &str,
-    os: &str,
+    layers_optional: bool,
     arch: &str,
 ) -> (ImageState, Option<bool>) {
     let top = match record(conn, name).await {
@@ -110,29 +124,37 @@ pub async fn check(
         Ok(None) => return (ImageState::Missing, None),
         Err(e) => return (ImageState::Unknown(e.to_string()), None),
     };
-    (
-        walk(conn, top.target, snapshotter, os, arch).await,
-        Some(top.pin_label),
-    )
+    let walked = walk(conn, top.target, snapshotter, layers_optional, arch).await;
+    (walked, Some(top.pin_label))
 }
 
 /// From the image's target to its snapshot.
-async fn walk(conn: &Conn, top: Desc, snapshotter: &str, os: &str, arch: &str) -> ImageState {
-    let manifest_desc = match platform_manifest(conn, top, os, arch).await {
+async fn walk(
+    conn: &Conn,
+    top: Desc,
+    snapshotter: &str,
+    layers_optional: bool,
+    arch: &str,
+) -> ImageState {
+    let manifest_desc = match platform_manifest(conn, top, "linux", arch).await {
         Ok(d) => d,
         Err(state) => return state,
     };
-    let chain = match read_parts(conn, &manifest_desc).await {
-        Ok(chain) => chain,
+    let (chain, absent) = match read_parts(conn, &manifest_desc).await {
+        Ok(parts) => parts,
         Err(state) => return state,
     };
+    let complete = absent.is_empty();
     match snapshot_exists(conn, snapshotter, &chain).await {
-        Ok(true) => ImageState::Usable {
+        Err(e) => ImageState::Unknown(e.to_string()),
+        Ok(true) if complete || layers_optional => ImageState::Usable {
             digest: manifest_desc.digest,
             chain_id: chain,
+            absent_layers: absent.len(),
         },
-        Ok(false) => ImageState::NotUnpacked { chain_id: chain },
-        Err(e) => ImageState::Unknown(e.to_string()),
+        // layers that must be there, or absent ones without the snapshot they became
+        Ok(_) if !complete => ImageState::Incomplete { missing: absent },
+        Ok(_) => ImageState::NotUnpacked { chain_id: chain },
     }
 }
 
@@ -163,9 +185,13 @@ async fn platform_manifest(
     })
 }
 
-/// The chain ID of the image's layers, after proving the manifest, the config and every
-/// layer are present. The config and the layers are asked for at the same time.
-async fn read_parts(conn: &Conn, manifest_desc: &Desc) -> Result<String, ImageState> {
+/// The chain ID of the image's layers, after proving the manifest and the config are
+/// present, and the layer blobs that are absent (`layer: ...` each). The config and the
+/// layers are asked for at the same time.
+async fn read_parts(
+    conn: &Conn,
+    manifest_desc: &Desc,
+) -> Result<(String, Vec<String>), ImageState> {
     let manifest = read_blob(conn, manifest_desc)
         .await
         .map_err(|e| incomplete("manifest", e))?;
@@ -186,20 +212,18 @@ async fn read_parts(conn: &Conn, manifest_desc: &Desc) -> Result<String, ImageSt
         }
         missing
     };
-    let (config, layers_missing) = tokio::join!(read_blob(conn, &config_desc), layers_missing);
-    let mut missing = Vec::new();
+    let (config, absent) = tokio::join!(read_blob(conn, &config_desc), layers_missing);
     if let Err(e) = &config {
-        missing.push(format!("config: {e}"));
-    }
-    missing.extend(layers_missing);
-    if !missing.is_empty() {
+        let mut missing = vec![format!("config: {e}")];
+        missing.extend(absent);
         return Err(ImageState::Incomplete { missing });
     }
     let unknown = |what: &str| ImageState::Unknown(format!("config {} {what}", config_desc.digest));
     let parsed: Value = serde_json::from_slice(&config.unwrap_or_default())
         .map_err(|_| unknown("does not parse"))?;
-    diff_ids(&parsed)
+    let chain = diff_ids(&parsed)
         .as_deref()
         .and_then(chain_id)
-        .ok_or_else(|| unknown("has no rootfs.diff_ids"))
+        .ok_or_else(|| unknown("has no rootfs.diff_ids"))?;
+    Ok((chain, absent))
 }

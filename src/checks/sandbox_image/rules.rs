@@ -22,12 +22,23 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
     };
     let from = format!("named by {}", img.source);
     match &img.state {
-        ImageState::Usable { digest, chain_id } => {
+        ImageState::Usable {
+            digest,
+            chain_id,
+            absent_layers,
+        } => {
             let summary = format!(
                 "sandbox image {what} is complete and unpacked for {}",
                 img.snapshotter
             );
             let f = Finding::pass(ID, summary).evidence(format!("{digest}, chain {chain_id}"));
+            let f = match (absent_layers, &img.layers_may_be_absent) {
+                (0, _) | (_, None) => f,
+                (n, Some(why)) => f.evidence(format!(
+                    "{n} layer blob(s) absent from the content store, as expected: {why}; \
+                     pods start from the unpacked snapshot"
+                )),
+            };
             (f, false)
         }
         ImageState::Missing => {
@@ -139,10 +150,12 @@ mod tests {
             name: "registry.k8s.io/pause:3.10".into(),
             source: "(containerd default)".into(),
             snapshotter: "overlayfs".into(),
+            layers_may_be_absent: None,
             platform: "linux/amd64".into(),
             state: ImageState::Usable {
                 digest: "sha256:m".into(),
                 chain_id: "sha256:c".into(),
+                absent_layers: 0,
             },
             pin,
         }
@@ -184,5 +197,22 @@ mod tests {
             assert_eq!((finding.status, pins), (status, fix), "{name}: {finding:?}");
         }
         assert_eq!(pinned(None).0.status, Status::Skip);
+    }
+
+    #[test]
+    fn absent_layers_are_said_only_where_containerd_discards_them() {
+        let mut img = facts(None);
+        img.state = ImageState::Usable {
+            digest: "sha256:m".into(),
+            chain_id: "sha256:c".into(),
+            absent_layers: 2,
+        };
+        img.layers_may_be_absent = Some("discard_unpacked_layers = true".into());
+        let (f, restore) = evaluate(Some(&img));
+        assert_eq!((f.status, restore), (Status::Pass, false));
+        assert!(f.evidence.iter().any(|e| e.starts_with("2 layer blob(s) absent")), "{f:?}");
+        img.layers_may_be_absent = None;
+        let (f, _) = evaluate(Some(&img));
+        assert!(!f.evidence.iter().any(|e| e.contains("absent")), "{f:?}");
     }
 }

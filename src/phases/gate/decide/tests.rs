@@ -87,8 +87,9 @@ fn healthy() -> Observation {
             name: "registry.k8s.io/pause:3.6".into(),
             source: "(containerd default)".into(),
             snapshotter: "overlayfs".into(),
+            layers_may_be_absent: None,
             platform: "linux/amd64".into(),
-            state: ImageState::Usable { digest: "sha256:a".into(), chain_id: "sha256:b".into() },
+            state: ImageState::Usable { digest: "sha256:a".into(), chain_id: "sha256:b".into(), absent_layers: 0 },
             pin: Some(crate::checks::sandbox_image::facts::Pin { labelled: true, reported: Ok(Some(true)) }),
         }),
         ..Observation::default()

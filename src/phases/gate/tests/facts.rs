@@ -155,6 +155,7 @@ pub(super) fn image_facts(missing: bool) -> ImageFacts {
         false => ImageState::Usable {
             digest: "sha256:m".into(),
             chain_id: "sha256:c".into(),
+            absent_layers: 0,
         },
     };
     let pin = (!missing).then_some(Pin {
@@ -167,6 +168,7 @@ pub(super) fn image_facts(missing: bool) -> ImageFacts {
         name: "registry.k8s.io/pause:3.6".into(),
         source: "(containerd default)".into(),
         snapshotter: "overlayfs".into(),
+        layers_may_be_absent: None,
         platform: "linux/amd64".into(),
         state,
     }

@@ -34,6 +34,7 @@ impl Target {
                 reference,
                 source,
                 snapshotter: cd.snapshotter.clone(),
+                layers_may_be_absent: layers_may_be_absent(cd),
             },
             cgroup_parent: if cd.systemd_cgroup {
                 "system.slice"
@@ -41,5 +42,22 @@ impl Target {
                 ""
             },
         }
+    }
+}
+
+/// Why containerd's config lets a healthy image lack its layer blobs once unpacked.
+fn layers_may_be_absent(cd: &ContainerdConfig) -> Option<String> {
+    let (snapshotter, key) = (&cd.snapshotter, &cd.snapshotter_key);
+    match (cd.discard_unpacked_layers, cd.remote_snapshotter) {
+        (true, _) => Some(format!(
+            "containerd discards unpacked layers (discard_unpacked_layers = true in {})",
+            cd.file
+                .as_ref()
+                .map_or("its config".into(), |f| f.display().to_string())
+        )),
+        (false, true) => Some(format!(
+            "{snapshotter} ({key}) is a remote snapshotter, which fetches layers lazily"
+        )),
+        (false, false) => None,
     }
 }
