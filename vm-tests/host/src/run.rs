@@ -1,0 +1,353 @@
+//! One run: each named stage booted (or, with --reassert, its kept files judged again),
+//! judged and printed; then the chaos boots.
+
+use crate::boot::{self, Drives, Prepared};
+use crate::checks::{chaos, lint, scenarios::Ctx, text, Judge};
+use crate::facts::{small_file, Boot};
+use crate::scenarios::{Disk, Initrd, Root, Scenario, CLOUD_TIMEOUT, CLOUD_WAIT};
+use crate::summary::{console_tail, cost_lines, journal_tail, log, say, Summary};
+use std::path::{Path, PathBuf};
+
+/// What a run works with.
+pub struct Run {
+    pub repo: PathBuf,
+    pub lib: PathBuf,
+    pub runs: PathBuf,
+    /// judging kept files only: no build, no boot
+    pub reassert: bool,
+    pub prep: Prepared,
+    pub readme: String,
+    pub summary: Summary,
+}
+
+/// VM_TIMEOUT when set, else the boot's own default.
+fn timeout(default: u64) -> u64 {
+    std::env::var("VM_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Run {
+    pub fn stage(&mut self, name: &str) {
+        match name {
+            "dracut-build" => self.dracut_build(),
+            "lint" => self.lint_stage(),
+            _ => match Scenario::find(name) {
+                Some(s) => self.scenario(s),
+                None => unreachable!("names are checked before the run"),
+            },
+        }
+    }
+
+    fn dracut_build(&mut self) {
+        let mut j = Judge::default();
+        lint::dracut_build(&mut j, &self.prep.suite);
+        let v = self.summary.tally("dracut-build", &j);
+        say(&[format!("{v} dracut-build")]);
+        say(&j.evidence);
+    }
+
+    fn lint_stage(&mut self) {
+        let d = self.runs.join("lint");
+        if !self.reassert {
+            self.lint_runs(&d);
+        }
+        let mut j = Judge::default();
+        let took = lint::stage(&mut j, &d);
+        let v = self.summary.tally("lint", &j);
+        say(&[format!(
+            "{v} lint (no boot: the clean image and {} hazards, each in a copy of its own)",
+            lint::PLANTS.len()
+        )]);
+        say(&j.evidence);
+        say(&[took]);
+    }
+
+    /// The clean image, a missing and an empty DIR, then each hazard of guard lint's
+    /// table planted once in a copy of its own.
+    fn lint_runs(&self, d: &Path) {
+        let p = &self.prep;
+        boot::lint_image(&self.lib, p, &d.join("clean"), "healthy", &[], None, None);
+        let _ = std::fs::create_dir_all(d.join("empty.dir"));
+        boot::lint_root(
+            &p.lintguard,
+            &d.join("no-such-dir"),
+            &d.join("missing.out"),
+            &d.join("missing.rc"),
+        );
+        boot::lint_root(
+            &p.lintguard,
+            &d.join("empty.dir"),
+            &d.join("empty.out"),
+            &d.join("empty.rc"),
+        );
+        for pl in lint::PLANTS {
+            let f = d.join(pl.name);
+            boot::lint_image(&self.lib, p, &f, "healthy", pl.words, Some(pl.name), None);
+            if pl.want == "warn" {
+                let w = d.join(format!("{}.warn-is-error", pl.name));
+                boot::lint_image(
+                    &self.lib,
+                    p,
+                    &w,
+                    "healthy",
+                    pl.words,
+                    Some(pl.name),
+                    Some("--warn-is-error"),
+                );
+            }
+        }
+    }
+
+    fn scenario(&mut self, s: &Scenario) {
+        let d = self.runs.join(s.name);
+        if !self.reassert {
+            let _ = std::fs::create_dir_all(&d);
+            if let Err(e) = self.boot_scenario(s, &d) {
+                log(&format!("scenario {}: {e}", s.name));
+            }
+        }
+        let (j, b) = judge(s, &d, &self.readme);
+        let v = self.summary.tally(s.name, &j);
+        let walls = Boot::load(&d).map(|b| b.walls()).unwrap_or_default();
+        say(&[format!("{v} {} ({walls})", s.name)]);
+        say(&j.evidence);
+        if let Some(r) = b.and_then(|b| b.report) {
+            if !j.ok {
+                say(&journal_tail(&r.block_lines("journal"), 25));
+            }
+            if s.cost {
+                say(&cost_lines(&r));
+            }
+        }
+        say(&j.after);
+    }
+
+    fn boot_scenario(&self, s: &Scenario, d: &Path) -> Result<(), String> {
+        let (p, lib) = (&self.prep, &self.lib);
+        let append = s.append();
+        if s.lint_before {
+            // the disk a hazard's boot shows the harm of, linted before it boots: the same
+            // image, the generator with the same vmtest.* words
+            let words: Vec<&str> = append.split(' ').skip(1).collect();
+            boot::lint_image(lib, p, &d.join("lint"), s.name, &words, None, None);
+            let l = lint::Lint::load(&d.join("lint"));
+            log(&format!(
+                "scenario {}: linted before the boot (exit {}, {} ms; above ok: {})",
+                s.name,
+                l.rc,
+                l.ms,
+                l.above_ok()
+            ));
+        }
+        if s.disk != Disk::None {
+            boot::mkdisk(lib, &d.join("eph.img"), s.label)?;
+        }
+        log(&format!("scenario {}: booting", s.name));
+        let snap = |img: &Path, id: &str| {
+            format!(
+                "file={},if=none,id={id},format=raw,snapshot=on",
+                img.display()
+            )
+        };
+        let qcow = d.join("root.qcow2");
+        let qcow_drive = format!("file={},if=none,id=root,format=qcow2", qcow.display());
+        let mut drives = Drives {
+            root: snap(&p.suite.join("root.img"), "root"),
+            ..Drives::default()
+        };
+        match s.root {
+            Root::Suite => {}
+            Root::SuiteOverlay | Root::CloudOverlay => {
+                let backing = if s.root == Root::CloudOverlay {
+                    p.cloudimg.clone()
+                } else {
+                    p.suite.join("root.img")
+                };
+                boot::overlay(lib, &backing, &qcow)?;
+                drives.root = qcow_drive;
+            }
+            Root::SeparateVar => {
+                drives.root = snap(&p.varroot, "root");
+                drives.var = Some(snap(&p.varimg, "var"));
+            }
+        }
+        if s.cloud_seed {
+            boot::mkseed(lib, &d.join("seed.img"), CLOUD_WAIT, CLOUD_TIMEOUT)?;
+            drives.seed = Some(format!(
+                "file={},if=none,id=seed,format=raw",
+                d.join("seed.img").display()
+            ));
+        }
+        let initrd = p.suite.join(match s.initrd {
+            Initrd::Suite => "initrd.img",
+            Initrd::Guard => "initrd-guard.img",
+        });
+        let t = timeout(s.timeout);
+        boot::boot(lib, p, d, &initrd, s.disk, &append, &drives, t, None)?;
+        if let Some(second) = s.second_boot {
+            let d2 = d.join(second.dir);
+            std::fs::create_dir_all(&d2).map_err(|e| format!("{}: {e}", d2.display()))?;
+            let _ = std::fs::remove_file(d2.join("eph.img"));
+            std::os::unix::fs::symlink("../eph.img", d2.join("eph.img"))
+                .map_err(|e| e.to_string())?;
+            log(&format!(
+                "scenario {}: booting the same disks again ({})",
+                s.name, second.dir
+            ));
+            boot::boot(
+                lib,
+                p,
+                &d2,
+                &initrd,
+                s.disk,
+                second.cmdline,
+                &drives,
+                t,
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `chaos N SEED`: N boots, guest i with the schedule drawn from SEED+i.
+    pub fn chaos(&mut self, n: u64, seed: u64) {
+        say(&[format!(
+            "vm-tests: chaos: {n} boot(s), seed {seed} (replay: vm-tests/run chaos {n} {seed})"
+        )]);
+        for i in 0..n {
+            self.chaos_guest(i, seed + i);
+        }
+    }
+
+    fn chaos_guest(&mut self, i: u64, seed: u64) {
+        let s = chaos::Schedule::draw(seed);
+        let d = self.runs.join(format!("chaos-{i}"));
+        if !self.reassert {
+            let _ = std::fs::create_dir_all(&d);
+            log(&format!("chaos #{i} (seed {seed}): {}", s.describe()));
+            if let Err(e) = self.chaos_boot(&s, &d) {
+                log(&format!("chaos #{i}: {e}"));
+            }
+        }
+        let bound = std::env::var("VM_CHAOS_BOUND")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or("240".into());
+        let (j, r) = judge_chaos(&d, &s, &bound);
+        let name = format!("chaos #{i} (seed {seed})");
+        let v = self.summary.tally(&name, &j);
+        let outcome = r.as_ref().map(chaos::outcome).unwrap_or("no report".into());
+        let walls = Boot::load(&d).map(|b| b.walls()).unwrap_or_default();
+        say(&[format!(
+            "{v} chaos #{i} (seed {seed}; replay alone: vm-tests/run chaos 1 {seed}): {} -> {outcome} ({walls})",
+            s.describe()
+        )]);
+        say(&j.evidence);
+        if let Some(r) = &r {
+            say(&["  attempts:".to_string()]);
+            let a = r.block_lines("attempts");
+            say(&a
+                .iter()
+                .filter(|l| l.starts_with("attempt "))
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>());
+            if !j.ok {
+                say(&["  guard status:".to_string()]);
+                say(&r
+                    .block_lines("guard.status")
+                    .iter()
+                    .map(|l| format!("    {l}"))
+                    .collect::<Vec<_>>());
+                say(&journal_tail(&r.block_lines("journal"), 40));
+            }
+        }
+    }
+
+    fn chaos_boot(&self, s: &chaos::Schedule, d: &Path) -> Result<(), String> {
+        let disk = match s.disk {
+            "never" => Disk::None,
+            "boot" => Disk::Boot,
+            _ => Disk::Hotplug,
+        };
+        if disk != Disk::None {
+            boot::mkdisk(&self.lib, &d.join("eph.img"), "ctrd-eph")?;
+        }
+        let p = &self.prep;
+        let root = format!(
+            "file={},if=none,id=root,format=raw,snapshot=on",
+            p.suite.join("root.img").display()
+        );
+        let drives = Drives {
+            root,
+            ..Drives::default()
+        };
+        let initrd = p.suite.join("initrd.img");
+        boot::boot(
+            &self.lib,
+            p,
+            d,
+            &initrd,
+            disk,
+            &s.append(),
+            &drives,
+            timeout(480),
+            Some(s.delay),
+        )
+    }
+}
+
+/// A scenario's verdict on the files kept in `d`: no I/O beyond reading them (the tests
+/// judge fixtures with it, --reassert judges kept runs).
+pub fn judge(s: &Scenario, d: &Path, readme: &str) -> (Judge, Option<Boot>) {
+    let mut j = Judge::default();
+    let b = reported(&mut j, d);
+    if let Some(r) = b.as_ref().and_then(|b| b.report.clone()) {
+        (s.checks)(&mut j, &Ctx { r, dir: d, readme });
+    }
+    (j, b)
+}
+
+/// A chaos boot's verdict on the files kept in `d`, its schedule drawn from its seed.
+pub fn judge_chaos(
+    d: &Path,
+    s: &chaos::Schedule,
+    bound: &str,
+) -> (Judge, Option<crate::facts::Report>) {
+    let mut j = Judge::default();
+    let r = reported(&mut j, d).and_then(|b| b.report);
+    if let Some(r) = &r {
+        chaos::assert(&mut j, r, s, bound);
+    }
+    (j, r)
+}
+
+/// Whether the boot in `dir` sent its report; a boot that sent none fails here, with the
+/// host's record of it and the console's tail.
+fn reported(j: &mut Judge, dir: &Path) -> Option<Boot> {
+    match Boot::load(dir) {
+        Ok(b) if b.report.is_some() => Some(b),
+        Ok(b) => {
+            let host = b.host_txt().replace('\n', " ");
+            j.check(format!("no report on ttyS1 ({host}); console tail:"), false);
+            let console = console_tail(&dir.join("console.log"));
+            for l in text::lines(&console) {
+                j.note(format!("       {l}"));
+            }
+            None
+        }
+        Err(e) => {
+            j.check(format!("the report could not be read: {e}"), false);
+            None
+        }
+    }
+}
+
+pub fn suite_for_reassert(dir: &Path) -> PathBuf {
+    dir.join(".no-suite")
+}
+
+pub fn readme(repo: &Path) -> String {
+    small_file(&repo.join("README.md"))
+}
