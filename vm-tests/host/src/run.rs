@@ -53,15 +53,9 @@ impl Run {
         if !self.reassert {
             self.lint_runs(&d);
         }
-        let mut j = Judge::default();
-        let took = lint::stage(&mut j, &d);
-        let v = self.summary.tally("lint", &j);
-        say(&[format!(
-            "{v} lint (no boot: the clean image and {} hazards, each in a copy of its own)",
-            lint::PLANTS.len()
-        )]);
-        say(&j.evidence);
-        say(&[took]);
+        let (j, lines) = lint_lines(&d);
+        self.summary.tally("lint", &j);
+        say(&lines);
     }
 
     /// The clean image, a missing and an empty DIR, then each hazard of guard lint's
@@ -108,20 +102,9 @@ impl Run {
                 log(&format!("scenario {}: {e}", s.name));
             }
         }
-        let (j, b) = judge(s, &d, &self.readme);
-        let v = self.summary.tally(s.name, &j);
-        let walls = Boot::load(&d).map(|b| b.walls()).unwrap_or_default();
-        say(&[format!("{v} {} ({walls})", s.name)]);
-        say(&j.evidence);
-        if let Some(r) = b.and_then(|b| b.report) {
-            if !j.ok {
-                say(&journal_tail(&r.block_lines("journal"), 25));
-            }
-            if s.cost {
-                say(&cost_lines(&r));
-            }
-        }
-        say(&j.after);
+        let (j, lines) = scenario_lines(s, &d, &self.readme);
+        self.summary.tally(s.name, &j);
+        say(&lines);
     }
 
     fn boot_scenario(&self, s: &Scenario, d: &Path) -> Result<(), String> {
@@ -235,34 +218,9 @@ impl Run {
             .ok()
             .filter(|v| !v.is_empty())
             .unwrap_or("240".into());
-        let (j, r) = judge_chaos(&d, &s, &bound);
-        let name = format!("chaos #{i} (seed {seed})");
-        let v = self.summary.tally(&name, &j);
-        let outcome = r.as_ref().map(chaos::outcome).unwrap_or("no report".into());
-        let walls = Boot::load(&d).map(|b| b.walls()).unwrap_or_default();
-        say(&[format!(
-            "{v} chaos #{i} (seed {seed}; replay alone: vm-tests/run chaos 1 {seed}): {} -> {outcome} ({walls})",
-            s.describe()
-        )]);
-        say(&j.evidence);
-        if let Some(r) = &r {
-            say(&["  attempts:".to_string()]);
-            let a = r.block_lines("attempts");
-            say(&a
-                .iter()
-                .filter(|l| l.starts_with("attempt "))
-                .map(|l| format!("    {l}"))
-                .collect::<Vec<_>>());
-            if !j.ok {
-                say(&["  guard status:".to_string()]);
-                say(&r
-                    .block_lines("guard.status")
-                    .iter()
-                    .map(|l| format!("    {l}"))
-                    .collect::<Vec<_>>());
-                say(&journal_tail(&r.block_lines("journal"), 40));
-            }
-        }
+        let (j, lines) = chaos_lines(i, seed, &d, &bound);
+        self.summary.tally(&format!("chaos #{i} (seed {seed})"), &j);
+        say(&lines);
     }
 
     fn chaos_boot(&self, s: &chaos::Schedule, d: &Path) -> Result<(), String> {
@@ -307,6 +265,73 @@ pub fn judge(s: &Scenario, d: &Path, readme: &str) -> (Judge, Option<Boot>) {
         (s.checks)(&mut j, &Ctx { r, dir: d, readme });
     }
     (j, b)
+}
+
+/// What the lint stage prints, from the lint runs kept in `d`.
+pub fn lint_lines(d: &Path) -> (Judge, Vec<String>) {
+    let mut j = Judge::default();
+    let took = lint::stage(&mut j, d);
+    let mut out = vec![format!(
+        "{} lint (no boot: the clean image and {} hazards, each in a copy of its own)",
+        verdict(&j),
+        lint::PLANTS.len()
+    )];
+    out.extend(j.evidence.iter().cloned());
+    out.push(took);
+    (j, out)
+}
+
+fn verdict(j: &Judge) -> &'static str {
+    if j.ok {
+        "PASS"
+    } else {
+        "FAIL"
+    }
+}
+
+/// What a scenario prints: its verdict with the boot's times, the evidence, the
+/// journal's tail when it failed, healthy's cost and cloud-init's boot-cost figures.
+pub fn scenario_lines(s: &Scenario, d: &Path, readme: &str) -> (Judge, Vec<String>) {
+    let (j, b) = judge(s, d, readme);
+    let walls = Boot::load(d).map(|b| b.walls()).unwrap_or_default();
+    let mut out = vec![format!("{} {} ({walls})", verdict(&j), s.name)];
+    out.extend(j.evidence.iter().cloned());
+    if let Some(r) = b.and_then(|b| b.report) {
+        if !j.ok {
+            out.extend(journal_tail(&r.block_lines("journal"), 25));
+        }
+        if s.cost {
+            out.extend(cost_lines(&r));
+        }
+    }
+    out.extend(j.after.iter().cloned());
+    (j, out)
+}
+
+/// What chaos boot `i` of seed `seed - i` prints: its schedule and outcome, the evidence,
+/// the stand-in's attempts, and guard status and the journal's tail when it failed.
+pub fn chaos_lines(i: u64, seed: u64, d: &Path, bound: &str) -> (Judge, Vec<String>) {
+    let s = chaos::Schedule::draw(seed);
+    let (j, r) = judge_chaos(d, &s, bound);
+    let outcome = r.as_ref().map(chaos::outcome).unwrap_or("no report".into());
+    let walls = Boot::load(d).map(|b| b.walls()).unwrap_or_default();
+    let mut out = vec![format!(
+        "{} chaos #{i} (seed {seed}; replay alone: vm-tests/run chaos 1 {seed}): {} -> {outcome} ({walls})",
+        verdict(&j),
+        s.describe()
+    )];
+    out.extend(j.evidence.iter().cloned());
+    let indent = |ls: Vec<String>| ls.into_iter().map(|l| format!("    {l}"));
+    if let Some(r) = &r {
+        out.push("  attempts:".into());
+        out.extend(indent(r.block_lines("attempts")).filter(|l| l.starts_with("    attempt ")));
+        if !j.ok {
+            out.push("  guard status:".into());
+            out.extend(indent(r.block_lines("guard.status")));
+            out.extend(journal_tail(&r.block_lines("journal"), 40));
+        }
+    }
+    (j, out)
 }
 
 /// A chaos boot's verdict on the files kept in `d`, its schedule drawn from its seed.

@@ -1,0 +1,279 @@
+//! The checks on real kept reports, without a boot: each fixture under
+//! tests/fixtures/run is a stage of a `VM_KEEP=1 vm-tests/run` (the bash implementation's,
+//! journal blocks that only a failure prints trimmed), and tests/fixtures/expected holds
+//! what the bash implementation's `--reassert` printed for it. Then a variant per
+//! important check that must fail it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use vm_tests::run::{chaos_lines, lint_lines, scenario_lines};
+use vm_tests::scenarios::Scenario;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// The README's recovery block as it was when `recover` was kept.
+fn readme() -> String {
+    fs::read_to_string(fixtures().join("README-recover.md")).unwrap()
+}
+
+fn expected(name: &str) -> Vec<String> {
+    let text = fs::read_to_string(fixtures().join(format!("expected/{name}.txt"))).unwrap();
+    text.lines().map(str::to_string).collect()
+}
+
+fn judge(name: &str, dir: &Path) -> (bool, Vec<String>) {
+    let s = Scenario::find(name).unwrap_or_else(|| panic!("no scenario {name}"));
+    let (j, lines) = scenario_lines(s, dir, &readme());
+    (j.ok, lines)
+}
+
+#[test]
+fn kept_reports_get_the_shells_verdicts() {
+    let run = fixtures().join("run");
+    for name in [
+        "healthy",
+        "never",
+        "stale",
+        "cycle",
+        "dracut-var",
+        "cloud-init",
+        "k3s",
+        "leaked-task",
+        "recover",
+        "ops",
+        "package",
+    ] {
+        let (ok, lines) = judge(name, &run.join(name));
+        assert_eq!(
+            lines,
+            expected(name),
+            "{name}: the lines differ from the shell's"
+        );
+        assert!(ok, "{name}: {lines:#?}");
+    }
+    let (j, lines) = chaos_lines(0, 2240, &run.join("chaos-0"), "240");
+    assert_eq!(lines, expected("chaos-0"));
+    assert!(j.ok);
+    let (j, lines) = lint_lines(&run.join("lint"));
+    assert_eq!(lines, expected("lint"));
+    assert!(j.ok);
+}
+
+/// A copy of one fixture stage to change.
+struct Variant {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            fs::copy(e.path(), t).unwrap();
+        }
+    }
+}
+
+impl Variant {
+    fn of(stage: &str) -> Variant {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(stage);
+        copy_dir(&fixtures().join("run").join(stage), &dir);
+        Variant { _tmp: tmp, dir }
+    }
+
+    /// The report's fact KEY set to VALUE (the first line of it, else a new one).
+    fn fact(self, file: &str, key: &str, value: &str) -> Variant {
+        let path = self.dir.join(file);
+        let text = fs::read_to_string(&path).unwrap();
+        let prefix = format!("{key}=");
+        let mut done = false;
+        let mut lines: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if !done && l.starts_with(&prefix) {
+                    done = true;
+                    format!("{key}={value}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        if !done {
+            lines.push(format!("{key}={value}"));
+        }
+        fs::write(&path, lines.join("\n") + "\n").unwrap();
+        self
+    }
+
+    /// The report's block NAME removed.
+    fn without_block(self, name: &str) -> Variant {
+        let path = self.dir.join("report.txt");
+        let text = fs::read_to_string(&path).unwrap();
+        let prefix = format!("{name}| ");
+        let kept: Vec<&str> = text.lines().filter(|l| !l.starts_with(&prefix)).collect();
+        fs::write(&path, kept.join("\n") + "\n").unwrap();
+        self
+    }
+
+    fn file(self, file: &str, text: &str) -> Variant {
+        fs::write(self.dir.join(file), text).unwrap();
+        self
+    }
+
+    fn remove(self, file: &str) -> Variant {
+        fs::remove_file(self.dir.join(file)).unwrap();
+        self
+    }
+
+    /// The stage fails, and one of its FAIL lines contains `what`.
+    fn fails(&self, name: &str, what: &str) {
+        let (ok, lines) = judge(name, &self.dir);
+        assert!(!ok, "{name} passed a variant that must fail on '{what}'");
+        let fails: Vec<&String> = lines.iter().filter(|l| l.starts_with("  FAIL")).collect();
+        assert!(
+            fails.iter().any(|l| l.contains(what)),
+            "{name}: no FAIL line with '{what}': {fails:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_healthy_boot_fails_on_each_broken_fact() {
+    Variant::of("healthy")
+        .fact("report.txt", "containerd.starts", "2")
+        .fails("healthy", "containerd started once (2)");
+    Variant::of("healthy")
+        .fact("report.txt", "standin.result", "error")
+        .fails("healthy", "pod sandbox runs (stand-in: error");
+    Variant::of("healthy")
+        .fact(
+            "report.txt",
+            "unit.var-lib-containerd.mount.ActiveEnterTimestampMonotonic",
+            "99999999999",
+        )
+        .fails(
+            "healthy",
+            "the volume was mounted before containerd's pre-start ended",
+        );
+    Variant::of("healthy")
+        .file("lint/lint.rc", "1\n")
+        .fails("healthy", "before the boot, guard lint of this disk");
+    Variant::of("healthy")
+        .remove("report.txt")
+        .fails("healthy", "no report on ttyS1");
+}
+
+#[test]
+fn a_held_boot_fails_when_containerd_ran() {
+    Variant::of("never")
+        .fact(
+            "report.txt",
+            "unit.containerd.service.ExecMainStartTimestampMonotonic",
+            "5000000",
+        )
+        .fails(
+            "never",
+            "containerd's main never ran (ExecMainStart=5000000)",
+        );
+    Variant::of("never")
+        .fact("report.txt", "volume.ok", "x")
+        .fails("never", "no marker for containerd");
+    Variant::of("never")
+        .fact("report.txt", "uptime", "250.1")
+        .fails("never", "the boot settled in bounded time");
+}
+
+#[test]
+fn the_hazard_boots_fail_without_their_evidence() {
+    Variant::of("stale")
+        .fact("report.txt", "containerd.starts", "1")
+        .fails("stale", "runtime guard restarted containerd exactly once");
+    Variant::of("cycle")
+        .without_block("cycle")
+        .fails("cycle", "systemd broke an ordering cycle");
+    Variant::of("dracut-var")
+        .fact("report.txt", "var.mount", "/dev/vdc ext4 other")
+        .fails("dracut-var", "the guest's /var is a filesystem of its own");
+    Variant::of("cloud-init")
+        .remove("again/report.txt")
+        .fails("cloud-init", "second boot reported");
+    Variant::of("cloud-init")
+        .fact("report.txt", "containerd.timeout", "150s")
+        .fails(
+            "cloud-init",
+            "containerd's start timeout is the scaled-down one",
+        );
+}
+
+#[test]
+fn the_running_node_boots_fail_on_their_incidents() {
+    Variant::of("k3s")
+        .fact("report.txt", "sc.verify.rc", "0")
+        .fails("k3s", "guard --json verify exits 1 (rc=0)");
+    Variant::of("k3s")
+        .fact("report.txt", "sc.after_reap.alive", "123")
+        .fails("k3s", "the orphans are gone");
+    Variant::of("leaked-task")
+        .fact("report.txt", "sc.task.after", "STOPPED")
+        .fails("leaked-task", "the task is gone ('STOPPED')");
+    Variant::of("ops")
+        .fact("report.txt", "sc.ops.restart-containerd.rc", "1")
+        .fails("ops", "systemctl restart containerd (rc=1");
+    Variant::of("package")
+        .fact("report.txt", "sc.remove.rc", "1")
+        .fails("package", "dpkg -r containerd-guard (rc=1)");
+    Variant::of("package")
+        .fact("after/report.txt", "sc.reinstall.rc", "1")
+        .fails("package", "the fragment fixed, dpkg -i again: rc=1");
+}
+
+#[test]
+fn recover_follows_the_readme_word_for_word() {
+    let v = Variant::of("recover");
+    let other = readme().replace("guard verify ", "guard verify --deep ");
+    let s = Scenario::find("recover").unwrap();
+    let (j, _) = scenario_lines(s, &v.dir, &other);
+    assert!(!j.ok);
+    assert!(j
+        .evidence
+        .iter()
+        .any(|l| l.starts_with("  FAIL the guest ran the README's recovery block word for word")));
+}
+
+#[test]
+fn a_chaos_boot_fails_on_a_pod_run_on_a_broken_runtime() {
+    let v = Variant::of("chaos-0");
+    let path = v.dir.join("report.txt");
+    let text = fs::read_to_string(&path).unwrap();
+    // the stand-in ran its pod while containerd's database was on the root filesystem
+    let broken = "attempts| attempt 9 who=standin result=ok before=pid=7,db=8:1,vol=,label=,img=yes after=pid=7,db=8:1,vol=,label=,img=yes\n";
+    fs::write(&path, format!("{broken}{text}")).unwrap();
+    let (j, lines) = chaos_lines(0, 2240, &v.dir, "240");
+    assert!(!j.ok);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("FAIL the stand-in never ran a pod on a broken runtime")),
+        "{lines:#?}"
+    );
+    // and the bound on the boot's time holds
+    let (j, _) = chaos_lines(0, 2240, &fixtures().join("run/chaos-0"), "10");
+    assert!(!j.ok);
+}
+
+#[test]
+fn the_lint_stage_fails_on_a_wrong_exit() {
+    let v = Variant::of("lint").file("kill-mode/lint.rc", "0\n");
+    let (j, lines) = lint_lines(&v.dir);
+    assert!(!j.ok);
+    assert!(lines.iter().any(
+        |l| l.starts_with("  FAIL kill-mode: lint.kill-mode fail (want fail), exit 0 (want 1)")
+    ));
+}
