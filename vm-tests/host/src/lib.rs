@@ -6,5 +6,6 @@ pub mod checks;
 pub mod facts;
 pub mod run;
 pub mod scenarios;
+pub mod schedule;
 pub mod seed;
 pub mod summary;

@@ -161,8 +161,38 @@ fn go(args: Args) -> Result<bool, String> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(2);
     }
+    let (runs, prep, _cleanup) = setup(&args, &lib, &names)?;
+    let mut run = Run {
+        readme: run::readme(&repo),
+        repo,
+        lib,
+        runs,
+        reassert: args.reassert.is_some(),
+        prep,
+        summary: Default::default(),
+    };
+    for n in &names {
+        run.stage(n);
+    }
+    if chaos_n != 0 {
+        let seed = args
+            .chaos_seed
+            .unwrap_or_else(|| vm_tests::seed::default_seed(&run.repo));
+        run.chaos(chaos_n, seed);
+    }
+    say(&run.summary.closing(t_suite.elapsed().as_secs()));
+    Ok(run.summary.fails == 0)
+}
+
+/// The run's directory and what its boots need: a kept run's for --reassert (no build),
+/// --lint's guard and image, else a new directory and lib/prepare.sh's build.
+fn setup(
+    args: &Args,
+    lib: &Path,
+    names: &[String],
+) -> Result<(PathBuf, boot::Prepared, Cleanup), String> {
     let keep = std::env::var("VM_KEEP").is_ok_and(|v| v == "1");
-    let (runs, prep, _cleanup) = if let Some(dir) = &args.reassert {
+    let set = if let Some(dir) = &args.reassert {
         let prep = boot::Prepared {
             suite: run::suite_for_reassert(dir),
             ..Default::default()
@@ -184,32 +214,13 @@ fn go(args: Args) -> Result<bool, String> {
                 ..Default::default()
             }
         } else {
-            let p = boot::prepare(&lib, &runs, &names)?;
+            let p = boot::prepare(lib, &runs, names)?;
             log(&format!("run files in {}", runs.display()));
             p
         };
         (runs, prep, cleanup)
     };
-    let mut run = Run {
-        readme: run::readme(&repo),
-        repo,
-        lib,
-        runs,
-        reassert: args.reassert.is_some(),
-        prep,
-        summary: Default::default(),
-    };
-    for n in &names {
-        run.stage(n);
-    }
-    if chaos_n != 0 {
-        let seed = args
-            .chaos_seed
-            .unwrap_or_else(|| vm_tests::seed::default_seed(&run.repo));
-        run.chaos(chaos_n, seed);
-    }
-    say(&run.summary.closing(t_suite.elapsed().as_secs()));
-    Ok(run.summary.fails == 0)
+    Ok(set)
 }
 
 #[cfg(test)]

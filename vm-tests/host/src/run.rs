@@ -109,33 +109,76 @@ impl Run {
 
     fn boot_scenario(&self, s: &Scenario, d: &Path) -> Result<(), String> {
         let (p, lib) = (&self.prep, &self.lib);
-        let append = s.append();
         if s.lint_before {
-            // the disk a hazard's boot shows the harm of, linted before it boots: the same
-            // image, the generator with the same vmtest.* words
-            let words: Vec<&str> = append.split(' ').skip(1).collect();
-            boot::lint_image(lib, p, &d.join("lint"), s.name, &words, None, None);
-            let l = lint::Lint::load(&d.join("lint"));
-            log(&format!(
-                "scenario {}: linted before the boot (exit {}, {} ms; above ok: {})",
-                s.name,
-                l.rc,
-                l.ms,
-                l.above_ok()
-            ));
+            self.lint_before(s, d);
         }
         if s.disk != Disk::None {
             boot::mkdisk(lib, &d.join("eph.img"), s.label)?;
         }
         log(&format!("scenario {}: booting", s.name));
+        let drives = self.drives(s, d)?;
+        let initrd = p.suite.join(match s.initrd {
+            Initrd::Suite => "initrd.img",
+            Initrd::Guard => "initrd-guard.img",
+        });
+        let t = timeout(s.timeout);
+        boot::boot(lib, p, d, &initrd, s.disk, &s.append(), &drives, t, None)?;
+        let Some(second) = s.second_boot else {
+            return Ok(());
+        };
+        // the same disks: the ephemeral disk by a link, the root overlay and the seed
+        let d2 = d.join(second.dir);
+        std::fs::create_dir_all(&d2).map_err(|e| format!("{}: {e}", d2.display()))?;
+        let _ = std::fs::remove_file(d2.join("eph.img"));
+        std::os::unix::fs::symlink("../eph.img", d2.join("eph.img")).map_err(|e| e.to_string())?;
+        log(&format!(
+            "scenario {}: booting the same disks again ({})",
+            s.name, second.dir
+        ));
+        boot::boot(
+            lib,
+            p,
+            &d2,
+            &initrd,
+            s.disk,
+            second.cmdline,
+            &drives,
+            t,
+            None,
+        )
+    }
+
+    /// The disk a hazard's boot shows the harm of, linted before it boots: the same
+    /// image, the generator with the same vmtest.* words.
+    fn lint_before(&self, s: &Scenario, d: &Path) {
+        let append = s.append();
+        let words: Vec<&str> = append.split(' ').skip(1).collect();
+        boot::lint_image(
+            &self.lib,
+            &self.prep,
+            &d.join("lint"),
+            s.name,
+            &words,
+            None,
+            None,
+        );
+        let l = lint::Lint::load(&d.join("lint"));
+        let (rc, ms, above) = (l.rc.clone(), l.ms.clone(), l.above_ok());
+        log(&format!(
+            "scenario {}: linted before the boot (exit {rc}, {ms} ms; above ok: {above})",
+            s.name
+        ));
+    }
+
+    /// The scenario's root disk and its other disks besides the ephemeral one.
+    fn drives(&self, s: &Scenario, d: &Path) -> Result<Drives, String> {
+        let p = &self.prep;
         let snap = |img: &Path, id: &str| {
             format!(
                 "file={},if=none,id={id},format=raw,snapshot=on",
                 img.display()
             )
         };
-        let qcow = d.join("root.qcow2");
-        let qcow_drive = format!("file={},if=none,id=root,format=qcow2", qcow.display());
         let mut drives = Drives {
             root: snap(&p.suite.join("root.img"), "root"),
             ..Drives::default()
@@ -143,13 +186,13 @@ impl Run {
         match s.root {
             Root::Suite => {}
             Root::SuiteOverlay | Root::CloudOverlay => {
-                let backing = if s.root == Root::CloudOverlay {
-                    p.cloudimg.clone()
-                } else {
-                    p.suite.join("root.img")
+                let backing = match s.root {
+                    Root::CloudOverlay => p.cloudimg.clone(),
+                    _ => p.suite.join("root.img"),
                 };
-                boot::overlay(lib, &backing, &qcow)?;
-                drives.root = qcow_drive;
+                let qcow = d.join("root.qcow2");
+                boot::overlay(&self.lib, &backing, &qcow)?;
+                drives.root = format!("file={},if=none,id=root,format=qcow2", qcow.display());
             }
             Root::SeparateVar => {
                 drives.root = snap(&p.varroot, "root");
@@ -157,41 +200,14 @@ impl Run {
             }
         }
         if s.cloud_seed {
-            boot::mkseed(lib, &d.join("seed.img"), CLOUD_WAIT, CLOUD_TIMEOUT)?;
+            let seed = d.join("seed.img");
+            boot::mkseed(&self.lib, &seed, CLOUD_WAIT, CLOUD_TIMEOUT)?;
             drives.seed = Some(format!(
                 "file={},if=none,id=seed,format=raw",
-                d.join("seed.img").display()
+                seed.display()
             ));
         }
-        let initrd = p.suite.join(match s.initrd {
-            Initrd::Suite => "initrd.img",
-            Initrd::Guard => "initrd-guard.img",
-        });
-        let t = timeout(s.timeout);
-        boot::boot(lib, p, d, &initrd, s.disk, &append, &drives, t, None)?;
-        if let Some(second) = s.second_boot {
-            let d2 = d.join(second.dir);
-            std::fs::create_dir_all(&d2).map_err(|e| format!("{}: {e}", d2.display()))?;
-            let _ = std::fs::remove_file(d2.join("eph.img"));
-            std::os::unix::fs::symlink("../eph.img", d2.join("eph.img"))
-                .map_err(|e| e.to_string())?;
-            log(&format!(
-                "scenario {}: booting the same disks again ({})",
-                s.name, second.dir
-            ));
-            boot::boot(
-                lib,
-                p,
-                &d2,
-                &initrd,
-                s.disk,
-                second.cmdline,
-                &drives,
-                t,
-                None,
-            )?;
-        }
-        Ok(())
+        Ok(drives)
     }
 
     /// `chaos N SEED`: N boots, guest i with the schedule drawn from SEED+i.

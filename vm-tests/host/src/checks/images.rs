@@ -52,32 +52,7 @@ pub fn dracut_var(j: &mut Judge, x: &Ctx) {
         "  ... and holds this boot's id",
         r.get("volume.ok") == r.get("boot_id"),
     );
-    volume_mounted_once(j, r);
-    j.check(
-        "  mounted before containerd started",
-        lt(
-            r.us(M, "ActiveEnterTimestampMonotonic"),
-            r.us(C, "ExecMainStartTimestampMonotonic"),
-        ),
-    );
-    let (vc, vd, vu) = (
-        r.get("varfs_checked"),
-        r.get("varfs_has_dir"),
-        r.get("varfs_under_mount"),
-    );
-    j.check(
-        format!("nothing under the /var filesystem's own lib/containerd (looked: {vc}, directory there: {vd}; '{vu}')"),
-        format!("{vc}/{vd}/{vu}") == "yes/yes/",
-    );
-    let (rc, rd, ru) = (
-        r.get("rootfs_checked"),
-        r.get("rootfs_has_dir"),
-        r.get("rootfs_under_mount"),
-    );
-    j.check(
-        format!("nothing under the root filesystem's /var/lib/containerd (looked: {rc}, directory there: {rd}; '{ru}'; root's /var: '{}')", r.get("rootfs_var")),
-        format!("{rc}/{rd}/{ru}") == "yes/yes/",
-    );
+    nothing_beneath(j, r);
     order_healthy(j, r);
     mounted_eph(j, r);
     started_once(j, r);
@@ -282,4 +257,35 @@ fn bootcost(j: &mut Judge, r: &Report) -> String {
         false,
     );
     line
+}
+
+/// The volume mounted once, on the /var filesystem, and nothing beneath it on either
+/// filesystem.
+fn nothing_beneath(j: &mut Judge, r: &Report) {
+    volume_mounted_once(j, r);
+    j.check(
+        "  mounted before containerd started",
+        lt(
+            r.us(M, "ActiveEnterTimestampMonotonic"),
+            r.us(C, "ExecMainStartTimestampMonotonic"),
+        ),
+    );
+    let (vc, vd, vu) = (
+        r.get("varfs_checked"),
+        r.get("varfs_has_dir"),
+        r.get("varfs_under_mount"),
+    );
+    j.check(
+        format!("nothing under the /var filesystem's own lib/containerd (looked: {vc}, directory there: {vd}; '{vu}')"),
+        format!("{vc}/{vd}/{vu}") == "yes/yes/",
+    );
+    let (rc, rd, ru) = (
+        r.get("rootfs_checked"),
+        r.get("rootfs_has_dir"),
+        r.get("rootfs_under_mount"),
+    );
+    j.check(
+        format!("nothing under the root filesystem's /var/lib/containerd (looked: {rc}, directory there: {rd}; '{ru}'; root's /var: '{}')", r.get("rootfs_var")),
+        format!("{rc}/{rd}/{ru}") == "yes/yes/",
+    );
 }

@@ -226,49 +226,7 @@ pub fn stage(j: &mut Judge, d: &Path) -> String {
         };
         j.check(format!("{what}: exit 3 (rc={rc}: {out})"), rc == "3");
     }
-    let (mut slow, mut slowest) = (0u64, String::new());
-    for p in PLANTS {
-        let f = d.join(p.name);
-        let l = Lint::load(&f);
-        let st = l.status(p.id);
-        let words = if p.words.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", p.words.join(" "))
-        };
-        let ev = l.line(p.id);
-        let ev3 = cut(
-            &ev.splitn(3, '|')
-                .nth(2)
-                .map(|s| s.to_string())
-                .unwrap_or_default(),
-            200,
-        );
-        j.check(
-            format!(
-                "{}{words}: {} {st} (want {}), exit {} (want {}), {} ms: {ev3}",
-                p.name, p.id, p.want, l.rc, p.rc, l.ms
-            ),
-            format!("{st}/{}", l.rc) == format!("{}/{}", p.want, p.rc),
-        );
-        if p.want == "warn" {
-            let w = Lint::load(&d.join(format!("{}.warn-is-error", p.name)));
-            j.check(
-                format!(
-                    "  with --warn-is-error: exit {} (want 1), {} {}",
-                    w.rc,
-                    p.id,
-                    w.status(p.id)
-                ),
-                format!("{}/{}", w.rc, w.status(p.id)) == "1/warn",
-            );
-        }
-        if let Ok(ms) = l.ms.parse::<u64>() {
-            if ms > slow {
-                (slow, slowest) = (ms, p.name.to_string());
-            }
-        }
-    }
+    let (slow, slowest) = plants(j, d);
     format!(
         "  lint took {} ms on the clean image (target: well under a second); the slowest plant {slow} ms ({slowest})",
         clean.ms
@@ -318,4 +276,52 @@ pub fn dracut_build(j: &mut Judge, suite: &Path) {
         format!("two negative builds, no more, no less ({n})"),
         n == "2",
     );
+}
+
+/// Each hazard planted once: its finding and exit code; the slowest plant.
+fn plants(j: &mut Judge, d: &Path) -> (u64, String) {
+    let (mut slow, mut slowest) = (0u64, String::new());
+    for p in PLANTS {
+        let f = d.join(p.name);
+        let l = Lint::load(&f);
+        let st = l.status(p.id);
+        let words = if p.words.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", p.words.join(" "))
+        };
+        let ev = l.line(p.id);
+        let ev3 = cut(
+            &ev.splitn(3, '|')
+                .nth(2)
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            200,
+        );
+        j.check(
+            format!(
+                "{}{words}: {} {st} (want {}), exit {} (want {}), {} ms: {ev3}",
+                p.name, p.id, p.want, l.rc, p.rc, l.ms
+            ),
+            format!("{st}/{}", l.rc) == format!("{}/{}", p.want, p.rc),
+        );
+        if p.want == "warn" {
+            let w = Lint::load(&d.join(format!("{}.warn-is-error", p.name)));
+            j.check(
+                format!(
+                    "  with --warn-is-error: exit {} (want 1), {} {}",
+                    w.rc,
+                    p.id,
+                    w.status(p.id)
+                ),
+                format!("{}/{}", w.rc, w.status(p.id)) == "1/warn",
+            );
+        }
+        if let Ok(ms) = l.ms.parse::<u64>() {
+            if ms > slow {
+                (slow, slowest) = (ms, p.name.to_string());
+            }
+        }
+    }
+    (slow, slowest)
 }

@@ -50,10 +50,12 @@ impl Judge {
         self.evidence.push(line.into());
     }
 
-    /// The FAIL lines (at most 5, each cut to 300 bytes), for the closing summary.
+    /// The FAIL lines (at most 5, each cut to 300 bytes), for the closing summary; by
+    /// printed line, as an evidence item may hold several.
     pub fn fail_lines(&self) -> Vec<String> {
         self.evidence
             .iter()
+            .flat_map(|e| e.split('\n'))
             .filter(|l| is_fail_line(l))
             .take(5)
             .map(|l| text::cut(l, 300))

@@ -221,37 +221,7 @@ fn k3s_guard(j: &mut Judge, x: &Ctx, cid: &str, pids: &str, first_pid: &str) {
         format!("before the boot, guard lint named the shim kill ({ll}); the boot ran containerd with it (its unit carries the drop-in; verify on the node names the same line) and a shim SIGKILLed across a containerd restart left its payload orphaned (ppid 1)"),
         tied == "fail/1/1/1/1",
     );
-    let dry = format!(
-        r"^skip \| dry run: would kill [0-9]+ orphaned container cgroup.*cgroup [^ ]*cri-containerd-{cid}\.scope: pid {first_pid}"
-    );
-    finding_is(
-        j,
-        r,
-        "hygiene --dry-run lists the cgroup it would kill",
-        "sc.dryrun",
-        "remedy.reap-orphans",
-        &dry,
-        None,
-    );
-    let ad = r.get("sc.after_dryrun.alive");
-    j.check(
-        format!("hygiene --dry-run killed nothing: alive after it '{ad}'"),
-        ad == pids,
-    );
-    let blocked = grep(&r.block("sc.blocked"), "^output=").join("\n");
-    j.check(
-        format!(
-            "meanwhile a new incarnation cannot take the lock: {}",
-            first(&r.block("sc.blocked"), "^output=")
-        ),
-        has(&blocked, "cannot acquire lock [^ ]*/lock"),
-    );
-    hygiene_ran(
-        j,
-        r,
-        &format!(r"reap-orphans .*cri-containerd-{cid}\.scope"),
-    );
-    k3s_after(j, r);
+    k3s_dry(j, r, cid, pids, first_pid);
 }
 
 fn k3s_after(j: &mut Judge, r: &Report) {
@@ -327,6 +297,46 @@ pub fn leaked(j: &mut Judge, x: &Ctx) {
             "RemovePodSandbox: FailedPrecondition.*cannot delete running task",
         ),
     );
+    leaked_cleaned(j, r, &cid);
+}
+
+/// hygiene --dry-run names the orphans and kills nothing; the service reaps them.
+fn k3s_dry(j: &mut Judge, r: &Report, cid: &str, pids: &str, first_pid: &str) {
+    let dry = format!(
+        r"^skip \| dry run: would kill [0-9]+ orphaned container cgroup.*cgroup [^ ]*cri-containerd-{cid}\.scope: pid {first_pid}"
+    );
+    finding_is(
+        j,
+        r,
+        "hygiene --dry-run lists the cgroup it would kill",
+        "sc.dryrun",
+        "remedy.reap-orphans",
+        &dry,
+        None,
+    );
+    let ad = r.get("sc.after_dryrun.alive");
+    j.check(
+        format!("hygiene --dry-run killed nothing: alive after it '{ad}'"),
+        ad == pids,
+    );
+    let blocked = grep(&r.block("sc.blocked"), "^output=").join("\n");
+    j.check(
+        format!(
+            "meanwhile a new incarnation cannot take the lock: {}",
+            first(&r.block("sc.blocked"), "^output=")
+        ),
+        has(&blocked, "cannot acquire lock [^ ]*/lock"),
+    );
+    hygiene_ran(
+        j,
+        r,
+        &format!(r"reap-orphans .*cri-containerd-{cid}\.scope"),
+    );
+    k3s_after(j, r);
+}
+
+/// verify names the leaked task, hygiene deletes exactly it, the pod can go.
+fn leaked_cleaned(j: &mut Judge, r: &Report, cid: &str) {
     eq_check(
         j,
         r,

@@ -171,15 +171,7 @@ pub fn ops(j: &mut Judge, x: &Ctx) {
         ),
         r.get("sc.timer.before") == "enabled/active",
     );
-    o.untouched(j, "timer-restart-again");
-    j.check(
-        format!(
-            "  systemctl restart of the timer brings the cleanup back: enabled/active ({})",
-            r.get("sc.timer.final")
-        ),
-        r.get("sc.timer.final") == "enabled/active",
-    );
-    o.untouched(j, "daemon-reload");
+    timer_back(j, &o, r);
     restarts(j, &o);
     isolate(j, &o);
     failover(j, &o);
@@ -217,41 +209,7 @@ fn restarts(j: &mut Judge, o: &Ops) {
     o.quick_ran(j, st);
     o.same(j, st, "k");
     o.shim_same(j, st);
-    let st = "dpkg";
-    let (inst, deb, rc) = (
-        o.get("dpkg.installed"),
-        o.get("dpkg.deb"),
-        o.r.get("sc.ops.dpkg.out.rc"),
-    );
-    j.check(
-        format!("dpkg -i of containerd's own package, the version installed ({inst} = {deb}; rc={rc}, {}s)", o.get("dpkg.secs")),
-        format!("{rc}/{inst}") == format!("0/{deb}"),
-    );
-    let jl = o.r.block("sc.ops.dpkg.journal");
-    j.check(
-        format!(
-            "  its postinst restarted containerd: {}",
-            cut(&oneline(&grep(&jl, "Stopp|Start").join("\n")), 200)
-        ),
-        jl.contains("Started"),
-    );
-    o.renewed(j, st, "c");
-    o.quick_ran(j, st);
-    o.same(j, st, "k");
-    o.shim_same(j, st);
-    let st = "restart-kubelet";
-    let kp = o.r.block(&format!("sc.ops.{st}.kprestart"));
-    j.check(
-        format!(
-            "systemctl restart kubelet (rc={}): guard runtime ran in its pre-start: {}",
-            o.rc(st),
-            cut(&last_line(&kp), 170)
-        ),
-        format!("{}/{}", o.rc(st), o.get(&format!("{st}.runtime"))) == "0/0",
-    );
-    o.renewed(j, st, "k");
-    o.same(j, st, "c");
-    o.shim_same(j, st);
+    upgrade_and_kubelet(j, o);
 }
 
 fn isolate(j: &mut Judge, o: &Ops) {
@@ -383,4 +341,56 @@ fn optout(j: &mut Judge, o: &Ops) {
             )
         ) == "success/1",
     );
+}
+
+/// containerd's own package upgraded (its postinst restarts it), then kubelet restarted.
+fn upgrade_and_kubelet(j: &mut Judge, o: &Ops) {
+    let st = "dpkg";
+    let (inst, deb, rc) = (
+        o.get("dpkg.installed"),
+        o.get("dpkg.deb"),
+        o.r.get("sc.ops.dpkg.out.rc"),
+    );
+    j.check(
+        format!("dpkg -i of containerd's own package, the version installed ({inst} = {deb}; rc={rc}, {}s)", o.get("dpkg.secs")),
+        format!("{rc}/{inst}") == format!("0/{deb}"),
+    );
+    let jl = o.r.block("sc.ops.dpkg.journal");
+    j.check(
+        format!(
+            "  its postinst restarted containerd: {}",
+            cut(&oneline(&grep(&jl, "Stopp|Start").join("\n")), 200)
+        ),
+        jl.contains("Started"),
+    );
+    o.renewed(j, st, "c");
+    o.quick_ran(j, st);
+    o.same(j, st, "k");
+    o.shim_same(j, st);
+    let st = "restart-kubelet";
+    let kp = o.r.block(&format!("sc.ops.{st}.kprestart"));
+    j.check(
+        format!(
+            "systemctl restart kubelet (rc={}): guard runtime ran in its pre-start: {}",
+            o.rc(st),
+            cut(&last_line(&kp), 170)
+        ),
+        format!("{}/{}", o.rc(st), o.get(&format!("{st}.runtime"))) == "0/0",
+    );
+    o.renewed(j, st, "k");
+    o.same(j, st, "c");
+    o.shim_same(j, st);
+}
+
+/// The timer brought back by a restart; daemon-reload touches nothing.
+fn timer_back(j: &mut Judge, o: &Ops, r: &Report) {
+    o.untouched(j, "timer-restart-again");
+    j.check(
+        format!(
+            "  systemctl restart of the timer brings the cleanup back: enabled/active ({})",
+            r.get("sc.timer.final")
+        ),
+        r.get("sc.timer.final") == "enabled/active",
+    );
+    o.untouched(j, "daemon-reload");
 }

@@ -103,50 +103,7 @@ pub fn package(j: &mut Judge, x: &Ctx) {
         format!("{starts}/{cres}/{}", count(&pc, "phase 1 in full")),
         "2/success/1",
     );
-    let g = |k: &str| r.get(&format!("sc.{k}"));
-    eq2(
-        j,
-        format!(
-            "the hygiene timer is installed, enabled and running: {}",
-            g("before.timer")
-        ),
-        g("before.timer"),
-        "loaded/active/enabled",
-    );
-    eq2(
-        j,
-        format!("the guard wrote its metrics textfile and its state under /run at boot (textfile {}, /run/containerd-guard {})", g("before.textfile"), g("before.statedir")),
-        format!("{}/{}", g("before.textfile"), g("before.statedir")),
-        "present/present",
-    );
-    j.check(
-        format!(
-            "dpkg -i of the newer package (rc={}): '{}' -> '{}'",
-            g("upgrade.rc"),
-            g("before.package"),
-            g("upgraded.package")
-        ),
-        has(
-            &format!("{}/{}", g("upgrade.rc"), g("upgraded.package")),
-            r"^0/[^ ]*\+vmtests1 install ok installed$",
-        ),
-    );
-    let up = r.block("sc.upgrade");
-    eq2(
-        j,
-        format!("  its postinst printed the verdict on this running node, no warning (dpkg's stdout: {})", oneline(&head(&grep(&up, "^verdict|WARNING").join("\n"), 2))),
-        format!("{}/{}", count(&up, "^verdict: node is usable"), count(&up, "WARNING")),
-        "1/0",
-    );
-    eq2(
-        j,
-        format!(
-            "  the hygiene timer stays enabled and running: {}",
-            g("upgraded.timer")
-        ),
-        g("upgraded.timer"),
-        "loaded/active/enabled",
-    );
+    upgrade(j, r);
     removal(j, r);
     for u in ["containerd.service", "kubelet.service"] {
         untouched(j, r, u, &["before", "upgraded", "removed", "purged"]);
@@ -211,6 +168,91 @@ fn removal(j: &mut Judge, r: &Report) {
         format!("{}/{}", g("removed.textfile"), g("removed.statedir")),
         "absent/absent",
     );
+    left_nothing(j, r);
+}
+
+/// After the purge, a restart of containerd runs no guard.
+fn no_guard_restart(j: &mut Judge, r: &Report) {
+    let g = |k: &str| r.get(&format!("sc.{k}"));
+    let state = fields(&pkg_unit(r, "norestarted", "containerd.service"), &[4]);
+    let new = if g("norestarted.containerd.pid") != g("purged.containerd.pid") {
+        "new"
+    } else {
+        ""
+    };
+    eq2(
+        j,
+        format!("after the purge, systemctl restart containerd (rc={}, answers rc={}): MainPID {} -> {}, {state}", g("norestart.rc"), g("noanswers.rc"), g("purged.containerd.pid"), g("norestarted.containerd.pid")),
+        format!("{}/{}/{state}/{new}", g("norestart.rc"), g("noanswers.rc")),
+        "0/0/active/new",
+    );
+    let t = g("t.norestart");
+    let guard = line_after(r, "sc.norestart.journal", &t, r" guard\[");
+    j.check(
+        format!("  no guard ran in that start ({})", cut(&guard, 120)),
+        guard.is_empty(),
+    );
+    let started = line_after(r, "sc.norestart.journal", &t, "Started containerd");
+    j.check(
+        format!(
+            "  ... which the journal shows (systemd's Started line after the restart: {})",
+            cut(&started, 100)
+        ),
+        has(&started, "Started containerd"),
+    );
+}
+
+/// The upgrade on the running node: the timer stays, the postinst says the verdict.
+fn upgrade(j: &mut Judge, r: &Report) {
+    let g = |k: &str| r.get(&format!("sc.{k}"));
+    eq2(
+        j,
+        format!(
+            "the hygiene timer is installed, enabled and running: {}",
+            g("before.timer")
+        ),
+        g("before.timer"),
+        "loaded/active/enabled",
+    );
+    eq2(
+        j,
+        format!("the guard wrote its metrics textfile and its state under /run at boot (textfile {}, /run/containerd-guard {})", g("before.textfile"), g("before.statedir")),
+        format!("{}/{}", g("before.textfile"), g("before.statedir")),
+        "present/present",
+    );
+    j.check(
+        format!(
+            "dpkg -i of the newer package (rc={}): '{}' -> '{}'",
+            g("upgrade.rc"),
+            g("before.package"),
+            g("upgraded.package")
+        ),
+        has(
+            &format!("{}/{}", g("upgrade.rc"), g("upgraded.package")),
+            r"^0/[^ ]*\+vmtests1 install ok installed$",
+        ),
+    );
+    let up = r.block("sc.upgrade");
+    eq2(
+        j,
+        format!("  its postinst printed the verdict on this running node, no warning (dpkg's stdout: {})", oneline(&head(&grep(&up, "^verdict|WARNING").join("\n"), 2))),
+        format!("{}/{}", count(&up, "^verdict: node is usable"), count(&up, "WARNING")),
+        "1/0",
+    );
+    eq2(
+        j,
+        format!(
+            "  the hygiene timer stays enabled and running: {}",
+            g("upgraded.timer")
+        ),
+        g("upgraded.timer"),
+        "loaded/active/enabled",
+    );
+}
+
+/// What the removal and the purge left: no binary, unit or record of the package.
+fn left_nothing(j: &mut Judge, r: &Report) {
+    let g = |k: &str| r.get(&format!("sc.{k}"));
     let left = g("removed.left");
     let kept: String = grep(
         &left.replace(' ', "\n"),
@@ -257,36 +299,5 @@ fn removal(j: &mut Judge, r: &Report) {
         format!("  nothing of the package left ({} files listed by dpkg -L, the textfile, /run/containerd-guard, /etc/containerd-guard, dpkg's and deb-systemd-helper's records, enablement links): '{}'", g("package.files"), g("purged.left")),
         format!("{}/{listed}", g("purged.left")),
         "/listed",
-    );
-}
-
-/// After the purge, a restart of containerd runs no guard.
-fn no_guard_restart(j: &mut Judge, r: &Report) {
-    let g = |k: &str| r.get(&format!("sc.{k}"));
-    let state = fields(&pkg_unit(r, "norestarted", "containerd.service"), &[4]);
-    let new = if g("norestarted.containerd.pid") != g("purged.containerd.pid") {
-        "new"
-    } else {
-        ""
-    };
-    eq2(
-        j,
-        format!("after the purge, systemctl restart containerd (rc={}, answers rc={}): MainPID {} -> {}, {state}", g("norestart.rc"), g("noanswers.rc"), g("purged.containerd.pid"), g("norestarted.containerd.pid")),
-        format!("{}/{}/{state}/{new}", g("norestart.rc"), g("noanswers.rc")),
-        "0/0/active/new",
-    );
-    let t = g("t.norestart");
-    let guard = line_after(r, "sc.norestart.journal", &t, r" guard\[");
-    j.check(
-        format!("  no guard ran in that start ({})", cut(&guard, 120)),
-        guard.is_empty(),
-    );
-    let started = line_after(r, "sc.norestart.journal", &t, "Started containerd");
-    j.check(
-        format!(
-            "  ... which the journal shows (systemd's Started line after the restart: {})",
-            cut(&started, 100)
-        ),
-        has(&started, "Started containerd"),
     );
 }

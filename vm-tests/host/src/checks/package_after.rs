@@ -34,6 +34,65 @@ pub(super) fn second_boot(j: &mut Judge, r: &Report) {
         format!("{sres}/{d}"),
         "success/done",
     );
+    first_install(j, r);
+    untouched(
+        j,
+        r,
+        "containerd.service",
+        &["fresh", "installed", "reinstalled"],
+    );
+    pod_untouched(j, r, &["fresh", "installed", "reinstalled"]);
+    restarted(j, r);
+}
+
+fn restarted(j: &mut Judge, r: &Report) {
+    let g = |k: &str| r.get(&format!("sc.{k}"));
+    let state = fields(&pkg_unit(r, "restarted", "containerd.service"), &[4]);
+    eq2(
+        j,
+        format!("systemctl restart containerd (rc={}), it answers (rc={}): MainPID {} -> {}, {} starts this boot", g("restart.rc"), g("answers.rc"), g("reinstalled.containerd.pid"), g("restarted.containerd.pid"), r.get("containerd.starts")),
+        format!("{}/{}/{}/{state}", g("restart.rc"), g("answers.rc"), r.get("containerd.starts")),
+        "0/0/2/active",
+    );
+    j.check(
+        "  containerd has a new MainPID",
+        g("restarted.containerd.pid") != g("reinstalled.containerd.pid"),
+    );
+    let quick = line_after(r, "sc.restarted.journal", &g("t.restart"), "quick check");
+    j.check(
+        format!(
+            "  its pre-start ran the quick check: '{}'",
+            cut(&quick, 200)
+        ),
+        has(&quick, "quick check"),
+    );
+    eq2(
+        j,
+        format!("  ... and recorded the volume for the later starts of this boot: volume.ok '{}' (this boot: {})", r.get("volume.ok"), r.get("boot_id")),
+        r.get("volume.ok"),
+        &r.get("boot_id"),
+    );
+    untouched(
+        j,
+        r,
+        "kubelet.service",
+        &["fresh", "installed", "reinstalled", "restarted"],
+    );
+    pod_untouched(j, r, &["fresh", "installed", "reinstalled", "restarted"]);
+    let st = r.block("sc.restarted.status");
+    j.check(
+        format!(
+            "  CRI still says the payload runs: {}",
+            oneline(&grep(&st, "^(container_state|result|error)=").join("\n"))
+        ),
+        has(&st, "container_state=CONTAINER_RUNNING"),
+    );
+}
+
+/// The package's first install on the node (a fragment naming a missing device: warned),
+/// then again with the fragment fixed (ok).
+fn first_install(j: &mut Judge, r: &Report) {
+    let g = |k: &str| r.get(&format!("sc.{k}"));
     j.check(
         format!(
             "first install with a fragment naming a missing device: dpkg -i rc={}, '{}'",
@@ -89,57 +148,5 @@ pub(super) fn second_boot(j: &mut Judge, r: &Report) {
             count(&re, "WARNING|^FAIL|vmtest-no-such-disk")
         ),
         "1/0",
-    );
-    untouched(
-        j,
-        r,
-        "containerd.service",
-        &["fresh", "installed", "reinstalled"],
-    );
-    pod_untouched(j, r, &["fresh", "installed", "reinstalled"]);
-    restarted(j, r);
-}
-
-fn restarted(j: &mut Judge, r: &Report) {
-    let g = |k: &str| r.get(&format!("sc.{k}"));
-    let state = fields(&pkg_unit(r, "restarted", "containerd.service"), &[4]);
-    eq2(
-        j,
-        format!("systemctl restart containerd (rc={}), it answers (rc={}): MainPID {} -> {}, {} starts this boot", g("restart.rc"), g("answers.rc"), g("reinstalled.containerd.pid"), g("restarted.containerd.pid"), r.get("containerd.starts")),
-        format!("{}/{}/{}/{state}", g("restart.rc"), g("answers.rc"), r.get("containerd.starts")),
-        "0/0/2/active",
-    );
-    j.check(
-        "  containerd has a new MainPID",
-        g("restarted.containerd.pid") != g("reinstalled.containerd.pid"),
-    );
-    let quick = line_after(r, "sc.restarted.journal", &g("t.restart"), "quick check");
-    j.check(
-        format!(
-            "  its pre-start ran the quick check: '{}'",
-            cut(&quick, 200)
-        ),
-        has(&quick, "quick check"),
-    );
-    eq2(
-        j,
-        format!("  ... and recorded the volume for the later starts of this boot: volume.ok '{}' (this boot: {})", r.get("volume.ok"), r.get("boot_id")),
-        r.get("volume.ok"),
-        &r.get("boot_id"),
-    );
-    untouched(
-        j,
-        r,
-        "kubelet.service",
-        &["fresh", "installed", "reinstalled", "restarted"],
-    );
-    pod_untouched(j, r, &["fresh", "installed", "reinstalled", "restarted"]);
-    let st = r.block("sc.restarted.status");
-    j.check(
-        format!(
-            "  CRI still says the payload runs: {}",
-            oneline(&grep(&st, "^(container_state|result|error)=").join("\n"))
-        ),
-        has(&st, "container_state=CONTAINER_RUNNING"),
     );
 }
