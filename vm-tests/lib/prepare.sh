@@ -19,6 +19,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 repo=$(cd "$here/.." && pwd)
 lib=$here/lib
 log() { printf '%s vm-tests: %s\n' "$(date -u +%T)" "$*" >&2; }
+# what the steps print goes where the log goes (stderr); stdout is the result's
+exec 3>&1 1>&2
 
 # ---------------------------------------------------------------- host tools
 "$lib/host-deps.sh"
@@ -160,4 +162,4 @@ case ${VM_ACCEL:-probe} in
 esac
 
 printf '%s\n' "base=$base" "suite=$suite" "lintguard=$lintguard" "cloudimg=$cloudimg" \
-  "varroot=$varroot" "varimg=$varimg" "accel=$accel"
+  "varroot=$varroot" "varimg=$varimg" "accel=$accel" >&3
