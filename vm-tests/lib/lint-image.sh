@@ -57,7 +57,7 @@ VMTEST_ROOT=$copy VMTEST_CMDLINE="vmtest.scenario=$scenario${*:+ $*}" "$gen" "$c
 # ---------------------------------------------------------------- the hazards
 # One hazard each, written into the copy ($copy) as an image builder or an operator would
 # have left it; the user data a node would get at provision time goes to $out/user-data.
-# vm-tests/run (the lint stage) names the finding each must raise.
+# The lint stage (vm-tests/host/src/checks/lint.rs, PLANTS) names the finding each must raise.
 c=$copy
 dropin() { # UNIT NAME: a drop-in of UNIT in /etc, its text on stdin
   mkdir -p "$c/etc/systemd/system/$1.d"; cat >"$c/etc/systemd/system/$1.d/$2"
