@@ -41,11 +41,9 @@ impl Run {
     }
 
     fn dracut_build(&mut self) {
-        let mut j = Judge::default();
-        lint::dracut_build(&mut j, &self.prep.suite);
-        let v = self.summary.tally("dracut-build", &j);
-        say(&[format!("{v} dracut-build")]);
-        say(&j.evidence);
+        let (j, lines) = dracut_build_lines(&self.prep.suite);
+        self.summary.tally("dracut-build", &j);
+        say(&lines);
     }
 
     fn lint_stage(&mut self) {
@@ -281,6 +279,15 @@ pub fn judge(s: &Scenario, d: &Path, readme: &str) -> (Judge, Option<Boot>) {
         (s.checks)(&mut j, &Ctx { r, dir: d, readme });
     }
     (j, b)
+}
+
+/// What the dracut-build stage prints, from the suite's dracut logs (assemble.sh).
+pub fn dracut_build_lines(suite: &Path) -> (Judge, Vec<String>) {
+    let mut j = Judge::default();
+    lint::dracut_build(&mut j, suite);
+    let mut out = vec![format!("{} dracut-build", verdict(&j))];
+    out.extend(j.evidence.iter().cloned());
+    (j, out)
 }
 
 /// What the lint stage prints, from the lint runs kept in `d`.

@@ -1,12 +1,13 @@
 //! The checks on real kept reports, without a boot: each fixture under
 //! tests/fixtures/run is a stage of a `VM_KEEP=1 vm-tests/run` (the bash implementation's,
 //! journal blocks that only a failure prints trimmed), and tests/fixtures/expected holds
-//! what the bash implementation's `--reassert` printed for it. Then a variant per
+//! what the bash implementation's `--reassert` printed for it (tests/fixtures/suite: the
+//! suite's dracut logs, for dracut-build). Then a variant per
 //! important check that must fail it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use vm_tests::run::{chaos_lines, lint_lines, scenario_lines};
+use vm_tests::run::{chaos_lines, dracut_build_lines, lint_lines, scenario_lines};
 use vm_tests::scenarios::Scenario;
 
 fn fixtures() -> PathBuf {
@@ -59,6 +60,31 @@ fn kept_reports_get_the_shells_verdicts() {
     let (j, lines) = lint_lines(&run.join("lint"));
     assert_eq!(lines, expected("lint"));
     assert!(j.ok);
+    let (j, lines) = dracut_build_lines(&fixtures().join("suite"));
+    assert_eq!(lines, expected("dracut-build"));
+    assert!(j.ok);
+}
+
+#[test]
+fn dracut_build_fails_on_a_broken_build_that_passed() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures().join("suite"), tmp.path());
+    let neg = tmp.path().join("dracut-negative.txt");
+    let first = fs::read_to_string(&neg)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    fs::write(&neg, format!("{first}\n")).unwrap();
+    let (j, lines) = dracut_build_lines(tmp.path());
+    assert!(!j.ok);
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("  FAIL no initrd-switch-root.target")));
+    assert!(lines
+        .iter()
+        .any(|l| l == "  FAIL two negative builds, no more, no less (1)"));
 }
 
 /// A copy of one fixture stage to change.
