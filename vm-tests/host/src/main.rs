@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use vm_tests::boot;
-use vm_tests::run::{self, Run};
+use vm_tests::run::Run;
 use vm_tests::scenarios::{Scenario, ALL};
 use vm_tests::summary::{log, say};
 
@@ -163,7 +163,7 @@ fn go(args: Args) -> Result<bool, String> {
     }
     let (runs, prep, _cleanup) = setup(&args, &lib, &names)?;
     let mut run = Run {
-        readme: run::readme(&repo),
+        readme: vm_tests::facts::small_file(&repo.join("README.md")),
         repo,
         lib,
         runs,
@@ -194,7 +194,8 @@ fn setup(
     let keep = std::env::var("VM_KEEP").is_ok_and(|v| v == "1");
     let set = if let Some(dir) = &args.reassert {
         let prep = boot::Prepared {
-            suite: run::suite_for_reassert(dir),
+            // a kept run has no suite: dracut-build's logs are looked for in DIR/.no-suite
+            suite: dir.join(".no-suite"),
             ..Default::default()
         };
         (dir.clone(), prep, Cleanup(None))

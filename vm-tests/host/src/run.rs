@@ -3,7 +3,7 @@
 
 use crate::boot::{self, Drives, Prepared};
 use crate::checks::{chaos, lint, scenarios::Ctx, text, Judge};
-use crate::facts::{small_file, Boot};
+use crate::facts::Boot;
 use crate::scenarios::{Disk, Initrd, Root, Scenario, CLOUD_TIMEOUT, CLOUD_WAIT};
 use crate::summary::{console_tail, cost_lines, journal_tail, log, say, Summary};
 use std::path::{Path, PathBuf};
@@ -390,12 +390,4 @@ fn reported(j: &mut Judge, dir: &Path) -> Option<Boot> {
             None
         }
     }
-}
-
-pub fn suite_for_reassert(dir: &Path) -> PathBuf {
-    dir.join(".no-suite")
-}
-
-pub fn readme(repo: &Path) -> String {
-    small_file(&repo.join("README.md"))
 }
