@@ -39,7 +39,8 @@ pub enum Writes {
     Nothing,
     /// Plain `guard verify` (also `--deep`): it publishes its verdict (the metrics textfile,
     /// metrics.json, the journal) and writes no state; `--deep` adds only its own
-    /// canary's record, removed with the canary.
+    /// canary's record, removed with the canary. It keeps kubelet's version for the boot
+    /// (`kubelet.version.json`), a cache that spares running kubelet's binary each time.
     Metrics,
     /// The commands that act: their state, the status line, the metrics, the journal.
     Everything,

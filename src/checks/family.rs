@@ -30,6 +30,9 @@ pub struct Judging<'a> {
     /// Leaked tasks and orphans fail (`verify`, `hygiene`) or only warn (`runtime`:
     /// kubelet is never held for them).
     pub hygiene_blocks: bool,
+    /// A kubelet pointed at another socket than the guard's containerd fails (`verify`)
+    /// or only warns (`runtime`: two runtimes on one host may be deliberate).
+    pub endpoint_blocks: bool,
 }
 
 /// The one shape every family's rules return: the findings (a report lists them in the

@@ -21,8 +21,9 @@
 //! unpacked and pinned), the hygiene families, which find what breaks pods while the node
 //! runs: `leaked_tasks` (a task no one reaps blocks its pod's removal) and `orphans`
 //! (payloads that outlived their shim), sharing one look at what runs ([`workloads`]);
-//! `kill_mode` (a containerd unit that would orphan payloads) and `eviction` (kubelet's
-//! thresholds cover containerd's volume), read from files; and `canary`, the one family
+//! `kill_mode` (a containerd unit that would orphan payloads), `eviction` (kubelet's
+//! thresholds cover containerd's volume) and `kubelet` (kubelet's side of its contract
+//! with containerd), read from files; and `canary`, the one family
 //! that changes something to look: it makes and removes a pod sandbox, and runs only where
 //! a command names it (`guard runtime`, `guard verify --deep`). `volume` is phase 1's,
 //! judged by `phases::volume` before containerd starts, outside the registry.
@@ -47,6 +48,7 @@ family::registry! {
         orphans: Orphans,
         kill_mode: KillMode,
         eviction: Eviction,
+        kubelet: Kubelet,
     }
     makes {
         canary: Canary,

@@ -72,6 +72,15 @@ pub fn parse_container_cgroup(path: &str) -> Option<ContainerCgroup> {
     })
 }
 
+/// Whether the host mounts cgroup v1 (`/sys/fs/cgroup` without the unified hierarchy's
+/// `cgroup.controllers`, as [`hierarchies`] tells them apart); `None` with no
+/// `/sys/fs/cgroup` to look at.
+pub fn is_v1(host: &Host) -> Option<bool> {
+    let base = host.sys("fs/cgroup");
+    base.is_dir()
+        .then(|| !base.join("cgroup.controllers").exists())
+}
+
 /// Where cgroup `path` lives in each mounted hierarchy of this host (v1 controllers and/or
 /// the unified one), for the kill and the removal.
 pub fn hierarchies(host: &Host, path: &str) -> Vec<PathBuf> {

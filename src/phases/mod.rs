@@ -80,6 +80,11 @@ pub fn run_gate_with(
     let mut world = gate::RealWorld::new(&ctx.host, settings, cd)
         .with_own_mounts(mounts)
         .within(mode.deadline);
+    // kubelet's version: `guard verify` asks its binary; `guard runtime` runs on kubelet's
+    // start path and never runs kubelet itself
+    if ctx.command == crate::command::Command::Verify {
+        world = world.asking_kubelet_version(ctx.writes != crate::context::Writes::Nothing);
+    }
     let gate = gate::run(&mut world, settings, mode, ctx.command);
     let Some(deadline) = mode.deadline else {
         return Ok(rt.block_on(gate));

@@ -52,6 +52,10 @@ ids! {
     RuntimeKillMode => "runtime.kill-mode",
     // (a phase-2 family: reported after the looks that ask containerd)
     VolumeEviction => "volume.eviction",
+    KubeletEndpoint => "kubelet.endpoint",
+    KubeletPodInfraImage => "kubelet.pod-infra-image",
+    KubeletCgroupV1 => "kubelet.cgroup-v1",
+    KubeletCgroupDriver => "kubelet.cgroup-driver",
     RuntimeCanCreate => "runtime.can-create",
     RuntimeCanaryNamespace => "runtime.canary-namespace",
     RemedyRestart => "remedy.restart",

@@ -13,6 +13,7 @@
 //! - `runtime.status`: one human line for people and monitoring.
 //! - `metrics.json`: what the Prometheus textfile is rebuilt from ([`crate::metrics`]).
 //! - `repair.lock`: the repair lock.
+//! - `kubelet.version.json`: `kubelet --version`'s answer this boot (`state/kubelet.rs`).
 //! - `canary.<16 hex>.json`: one per canary pod in flight, written before it is made
 //!   ([`canary`]): the proof that a sandbox is the guard's own.
 //!
@@ -27,6 +28,7 @@
 
 pub mod canary;
 pub mod file;
+mod kubelet;
 pub mod ledger;
 pub mod lock;
 pub mod volume;

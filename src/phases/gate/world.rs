@@ -110,6 +110,10 @@ pub struct RealWorld<'a> {
     own_mounts: Option<std::sync::Arc<OwnMounts>>,
     /// Each call's own bound ([`CALL_TIMEOUT`], less inside a run's deadline).
     call_timeout: Duration,
+    /// Whether this run asks kubelet's binary its version (`guard verify` only, never on
+    /// kubelet's start path), and keeps the answer for the boot (`Some(true)`: the run
+    /// writes).
+    kubelet_version: Option<bool>,
 }
 
 impl<'a> RealWorld<'a> {
@@ -123,6 +127,7 @@ impl<'a> RealWorld<'a> {
             lock: None,
             own_mounts: None,
             call_timeout: CALL_TIMEOUT,
+            kubelet_version: None,
         }
     }
 
@@ -141,6 +146,13 @@ impl<'a> RealWorld<'a> {
     /// stale check's for a containerd in the same mount namespace.
     pub fn with_own_mounts(mut self, mounts: Option<OwnMounts>) -> Self {
         self.own_mounts = mounts.map(std::sync::Arc::new);
+        self
+    }
+
+    /// Asks kubelet's binary its version (bounded), keeping the answer for this boot when
+    /// `cache` (a run that writes nothing keeps nothing).
+    pub fn asking_kubelet_version(mut self, cache: bool) -> Self {
+        self.kubelet_version = Some(cache);
         self
     }
 
@@ -217,7 +229,7 @@ impl World for RealWorld<'_> {
         let display = self.target.socket.display().to_string();
         let waited =
             || format_duration(Duration::from_millis(started.elapsed().as_millis() as u64));
-        let (kill_mode, eviction) = self.unit_and_kubelet_looks(scope);
+        let (kill_mode, eviction, kubelet) = self.unit_and_kubelet_looks(scope).await;
         self.conn = None;
         let connected = client::connect_answering(&socket, wait, self.call_timeout)
             .instrument(tracing::debug_span!("connect"))
@@ -235,6 +247,7 @@ impl World for RealWorld<'_> {
                     answers: Some(silent),
                     kill_mode,
                     eviction,
+                    kubelet,
                     ..Observation::default()
                 };
             }
@@ -278,6 +291,7 @@ impl World for RealWorld<'_> {
             orphans,
             kill_mode,
             eviction,
+            kubelet,
             canary: None,
         }
     }

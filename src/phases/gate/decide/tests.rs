@@ -15,6 +15,7 @@ fn judge(knobs: &Knobs, hygiene_blocks: bool, obs: &Observation) -> (Vec<Finding
     let run = Judging {
         knobs,
         hygiene_blocks,
+        endpoint_blocks: hygiene_blocks,
     };
     let (findings, plan) = super::judge(&run, obs);
     crate::phases::gate::tests::golden::check(&findings);

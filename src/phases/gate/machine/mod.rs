@@ -210,6 +210,7 @@ impl<'a, W: World> Machine<'a, W> {
         let run = Judging {
             knobs: &self.knobs,
             hygiene_blocks: !self.mode.hold,
+            endpoint_blocks: !self.mode.hold,
         };
         let (checks, plan) = judge(&run, obs);
         let scope = self.mode.scope;
@@ -295,6 +296,7 @@ impl<'a, W: World> Machine<'a, W> {
                 let run = Judging {
                     knobs: &self.knobs,
                     hygiene_blocks: !self.mode.hold,
+                    endpoint_blocks: !self.mode.hold,
                 };
                 let verdict = <Canary as Family>::evaluate(Some(&facts), &run);
                 self.checks.extend(verdict.findings);

@@ -3,6 +3,11 @@
 //! then a second look that confirms), and those of files only (units, kubelet's config).
 
 use super::*;
+use crate::checks::kubelet::facts::{self as kubelet, KubeletFacts};
+use crate::host::kubelet::version::{self, Cached, Version};
+
+/// `kubelet --version` answers at once; a binary that does not is not waited for.
+const KUBELET_VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `look`, when the run covers `family`; otherwise it is never started.
 pub(super) async fn when_covered<T>(
@@ -19,17 +24,74 @@ pub(super) async fn when_covered<T>(
 impl RealWorld<'_> {
     /// The families read from files only (systemd units, kubelet's configuration), before
     /// containerd is asked anything.
-    pub(super) fn unit_and_kubelet_looks(
+    pub(super) async fn unit_and_kubelet_looks(
         &self,
         scope: Scope,
-    ) -> (Option<KillModeFacts>, Option<EvictionFacts>) {
+    ) -> (
+        Option<KillModeFacts>,
+        Option<EvictionFacts>,
+        Option<KubeletFacts>,
+    ) {
         let kill_mode = scope.looks_at(FamilyId::KillMode).then(|| {
             tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
         });
         let eviction = scope
             .looks_at(FamilyId::Eviction)
             .then(|| eviction::gather(self.host, self.settings));
-        (kill_mode, eviction)
+        let kubelet = when_covered(scope, FamilyId::Kubelet, self.kubelet_look()).await;
+        (kill_mode, eviction, kubelet)
+    }
+
+    /// kubelet's contract, and its version where this run asks the binary.
+    async fn kubelet_look(&self) -> KubeletFacts {
+        let containerd = kubelet::Containerd {
+            socket: &self.target.socket,
+            systemd_cgroup: self.target.systemd_cgroup,
+            said: &self.target.systemd_cgroup_said,
+        };
+        let mut facts = kubelet::gather(self.host, self.settings, containerd);
+        if let (Some(cache), Ok(Some(contract))) = (self.kubelet_version, &facts.contract) {
+            facts.version = self
+                .kubelet_version(contract.binary.as_deref(), cache)
+                .await;
+        }
+        facts
+    }
+
+    /// `kubelet --version` of the unit's binary, bounded, from this boot's record when it
+    /// answers for the binary as it is now; a new answer is kept where `cache` allows.
+    async fn kubelet_version(&self, binary: Option<&str>, cache: bool) -> Result<Version, String> {
+        let binary = binary.ok_or("kubelet's unit names no binary")?;
+        let path = self.host.os_file(binary);
+        let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let key = Cached::key_of(&meta);
+        let dir = self.state_dir.as_ref().ok();
+        let kept = dir.and_then(|d| Some((d, d.read_kubelet_version()?)));
+        if let Some((d, kept)) = kept {
+            if kept.answers(d.boot_id(), binary, key) {
+                return Ok(kept.version);
+            }
+        }
+        let argv = [path.display().to_string(), "--version".to_string()];
+        // (within a run's deadline, as every call: `guard verify --npd --timeout`)
+        let bound = KUBELET_VERSION_TIMEOUT.min(self.call_timeout);
+        let said = run_argv(&argv, bound).await.map_err(|e| e.to_string())?;
+        let version =
+            version::from_version_output(&said).ok_or_else(|| format!("no version in {said}"))?;
+        if let (true, Some(d)) = (cache, dir) {
+            let (dev, ino, mtime_ns) = key;
+            let record = Cached {
+                boot_id: d.boot_id().to_string(),
+                binary: binary.to_string(),
+                dev,
+                ino,
+                mtime_ns,
+                version,
+            };
+            // (a cache: a record not written costs one more run next time, nothing else)
+            let _ = d.save_kubelet_version(&record);
+        }
+        Ok(version)
     }
 
     /// The stale check's facts of the containerd behind `socket`, read on the thread for

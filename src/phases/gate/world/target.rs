@@ -18,6 +18,10 @@ pub struct Target {
     /// driver (`system.slice`: always there, nothing left when the canary goes), none
     /// under cgroupfs (containerd's default).
     pub cgroup_parent: &'static str,
+    /// CRI's runtime uses the systemd cgroup driver, and where that is said (kubelet's
+    /// driver must agree).
+    pub systemd_cgroup: bool,
+    pub systemd_cgroup_said: String,
 }
 
 impl Target {
@@ -41,6 +45,15 @@ impl Target {
             } else {
                 ""
             },
+            systemd_cgroup: cd.systemd_cgroup,
+            systemd_cgroup_said: format!(
+                "containerd: SystemdCgroup = {} for runtime {} ({})",
+                cd.systemd_cgroup,
+                cd.sandbox_runtime,
+                cd.file
+                    .as_ref()
+                    .map_or("containerd's defaults".into(), |f| f.display().to_string())
+            ),
         }
     }
 }

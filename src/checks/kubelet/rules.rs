@@ -1,0 +1,222 @@
+//! kubelet's side of its contract with containerd, judged setting by setting; each
+//! finding names the FILE:LINE that set it. What cannot be known (no kubelet here, its
+//! version, the host's cgroup version) is said and never fails a node on its own. Pure.
+
+use super::facts::KubeletFacts;
+use crate::host::kubelet::contract::{socket_path, Contract, Set};
+use crate::host::kubelet::version::Version;
+use crate::report::{Finding, Id};
+use std::path::Path;
+
+pub const IDS: [Id; 4] = [
+    Id::KubeletEndpoint,
+    Id::KubeletPodInfraImage,
+    Id::KubeletCgroupV1,
+    Id::KubeletCgroupDriver,
+];
+
+/// The first kubelet that takes its cgroup driver from CRI's `RuntimeConfig` by default
+/// (`KubeletCgroupDriverFromCRI`, beta and on since 1.31); from 1.28 only where the gate
+/// is turned on.
+const DRIVER_FROM_CRI: Version = Version(1, 31, 0);
+const DRIVER_FROM_CRI_GATE: Version = Version(1, 28, 0);
+
+/// `endpoint_blocks`: a kubelet pointed at another socket fails (`guard verify`) or only
+/// warns (`guard runtime`: two runtimes on one host may be deliberate, and kubelet is
+/// never held for it).
+pub fn evaluate(f: &KubeletFacts, endpoint_blocks: bool) -> Vec<Finding> {
+    let c = match &f.contract {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            let why = "not judged: no kubelet.service and no kubelet configuration on this node";
+            return IDS.map(|id| Finding::skip(id, why)).to_vec();
+        }
+        Err(e) => return unreadable(e),
+    };
+    vec![
+        endpoint(c, &f.socket, endpoint_blocks),
+        pod_infra_image(c, &f.version),
+        cgroup_v1(c, &f.version, f.cgroup_v1),
+        cgroup_driver(c, f),
+    ]
+}
+
+/// A configuration that cannot be read is a warning once; the rest is not judged.
+fn unreadable(e: &str) -> Vec<Finding> {
+    let mut out = vec![Finding::warn(
+        Id::KubeletEndpoint,
+        "cannot read kubelet's configuration: its contract with containerd is not judged",
+    )
+    .evidence(e)
+    .remedy("fix the file, or name kubelet's configuration in [kubelet] config")];
+    out.extend(IDS[1..].iter().map(|id| {
+        Finding::skip(*id, "not judged: kubelet's configuration cannot be read")
+    }));
+    out
+}
+
+/// The socket an endpoint names, as the guard's: `/var/run` is `/run` on every systemd
+/// host (a symlink), and repeated or trailing slashes mean nothing.
+fn same_socket(endpoint: &str, socket: &str) -> bool {
+    let norm = |p: &str| {
+        let p = p.strip_prefix("/var/run/").map_or(p.to_string(), |r| format!("/run/{r}"));
+        Path::new(&p).components().map(|c| c.as_os_str().to_owned()).collect::<Vec<_>>()
+    };
+    socket_path(endpoint).is_some_and(|p| norm(p) == norm(socket))
+}
+
+fn endpoint(c: &Contract, socket: &str, blocks: bool) -> Finding {
+    let id = Id::KubeletEndpoint;
+    let named = [
+        ("runtime endpoint", &c.runtime_endpoint),
+        // (empty: the runtime's endpoint serves images too)
+        ("image endpoint", &c.image_endpoint),
+    ];
+    let wrong: Vec<String> = named
+        .iter()
+        .filter_map(|(key, set)| Some((key, (*set).as_ref()?)))
+        .filter(|(_, s)| !s.value.is_empty() && !same_socket(&s.value, socket))
+        .map(|(key, s)| format!("{key} {} ({})", s.value, s.at))
+        .collect();
+    if !wrong.is_empty() {
+        let summary = format!("kubelet talks to another socket than containerd's {socket}");
+        let mut f = match blocks {
+            true => Finding::fail(id, summary),
+            false => Finding::warn(id, summary),
+        };
+        for w in wrong {
+            f = f.evidence(w);
+        }
+        return f.remedy(format!(
+            "point kubelet at unix://{socket} (containerRuntimeEndpoint, or \
+             --container-runtime-endpoint), or name the containerd kubelet uses in \
+             [containerd] socket"
+        ));
+    }
+    // (an empty value, as kubeadm writes it, is kubelet's default too)
+    match c.runtime_endpoint.as_ref().filter(|s| !s.value.is_empty()) {
+        Some(s) => Finding::pass(id, format!("kubelet talks to containerd at {socket}"))
+            .evidence(format!("runtime endpoint {} ({})", s.value, s.at)),
+        None => Finding::skip(
+            id,
+            "not judged: kubelet's default endpoint (containerRuntimeEndpoint is not set; \
+             kubelet 1.27 and later want it set)",
+        ),
+    }
+}
+
+fn pod_infra_image(c: &Contract, version: &Result<Version, String>) -> Finding {
+    let id = Id::KubeletPodInfraImage;
+    let Some(set) = &c.pod_infra_image else {
+        return Finding::pass(id, "kubelet's flags do not set --pod-infra-container-image");
+    };
+    let f = match version {
+        Ok(v) if *v >= Version::CONTRACT_1_35 => Finding::fail(
+            id,
+            format!("kubelet {v} does not start with --pod-infra-container-image (1.35 removed it)"),
+        ),
+        Ok(v) => Finding::warn(
+            id,
+            format!("kubelet {v} is given --pod-infra-container-image, which 1.35 removes: \
+                     upgraded, kubelet will not start"),
+        ),
+        Err(why) => Finding::warn(
+            id,
+            "kubelet is given --pod-infra-container-image, which kubelet 1.35 removed \
+             (kubelet's version is not known)",
+        )
+        .evidence(format!("version not known: {why}")),
+    };
+    f.evidence(at(set, "--pod-infra-container-image"))
+        .remedy("remove the flag: containerd's sandbox image names the pause image")
+}
+
+fn cgroup_v1(c: &Contract, version: &Result<Version, String>, v1: Option<bool>) -> Finding {
+    let id = Id::KubeletCgroupV1;
+    match v1 {
+        None => return Finding::skip(id, "not judged: cannot tell the host's cgroup version"),
+        Some(false) => return Finding::pass(id, "the host runs cgroup v2"),
+        Some(true) => {}
+    }
+    let set = c.fail_cgroup_v1.as_ref();
+    if let Some(s) = set.filter(|s| s.value.eq_ignore_ascii_case("false")) {
+        return Finding::pass(id, "kubelet is let start on cgroup v1 (failCgroupV1: false)")
+            .evidence(at(s, "failCgroupV1"));
+    }
+    let remedy = "move the host to cgroup v2, or set failCgroupV1: false in kubelet's \
+                  configuration";
+    let refuses = "kubelet 1.35 refuses to start on cgroup v1";
+    let told = set.is_some_and(|s| s.value.eq_ignore_ascii_case("true"));
+    let mut f = match version {
+        // (any kubelet that reads failCgroupV1 refuses when told to)
+        _ if told => Finding::fail(id, "kubelet refuses to start on this cgroup v1 host"),
+        Ok(v) if *v >= Version::CONTRACT_1_35 => {
+            Finding::fail(id, format!("{refuses}: this host is cgroup v1, kubelet is {v}"))
+        }
+        Ok(v) => {
+            return Finding::pass(id, format!("kubelet {v} starts on this cgroup v1 host"))
+                .evidence(format!("{refuses} unless failCgroupV1 is false"))
+        }
+        Err(why) => Finding::warn(id, format!("{refuses}: this host is cgroup v1"))
+            .evidence(format!("kubelet's version is not known: {why}")),
+    };
+    if let Some(s) = set {
+        f = f.evidence(at(s, "failCgroupV1"));
+    }
+    f.remedy(remedy)
+}
+
+fn cgroup_driver(c: &Contract, facts: &KubeletFacts) -> Finding {
+    let id = Id::KubeletCgroupDriver;
+    let (kubelet, from) = match &c.cgroup_driver {
+        Some(s) => (s.value.as_str(), at(s, "cgroupDriver")),
+        None => ("cgroupfs", "cgroupDriver not set: kubelet's default, cgroupfs".into()),
+    };
+    let containerd = if facts.systemd_cgroup { "systemd" } else { "cgroupfs" };
+    if kubelet == containerd {
+        let summary = format!("kubelet and containerd both use the {containerd} cgroup driver");
+        return Finding::pass(id, summary).evidence(from);
+    }
+    if let Some(why) = facts.version.as_ref().ok().and_then(|v| from_cri(c, *v)) {
+        return Finding::pass(id, "kubelet asks containerd for the cgroup driver")
+            .evidence(why)
+            .evidence(format!("{from} (used only where containerd does not answer RuntimeConfig, before containerd 2.0)"))
+            .evidence(facts.containerd_config.clone());
+    }
+    let summary = format!("kubelet's cgroup driver is {kubelet}, containerd's is {containerd}");
+    let finding = match &facts.version {
+        Ok(_) => Finding::fail(id, summary),
+        Err(why) => Finding::warn(id, summary).evidence(format!(
+            "kubelet 1.31 and later may ask containerd for the driver; its version is not known: {why}"
+        )),
+    };
+    finding
+        .evidence(from)
+        .evidence(facts.containerd_config.clone())
+        .remedy(format!(
+            "set cgroupDriver: {containerd} in kubelet's configuration (or change SystemdCgroup in \
+             containerd's to match kubelet's)"
+        ))
+}
+
+/// Why kubelet `v` takes its driver from CRI's `RuntimeConfig`, if it does: on by default
+/// from 1.31 unless the gate is turned off, from 1.28 where it is turned on.
+fn from_cri(c: &Contract, v: Version) -> Option<String> {
+    let gate = c.driver_from_cri_gate.as_ref();
+    let is = |word: &str| gate.is_some_and(|g| g.value.trim().eq_ignore_ascii_case(word));
+    let on = match (v >= DRIVER_FROM_CRI, v >= DRIVER_FROM_CRI_GATE) {
+        (true, _) => !is("false"),
+        (false, true) => is("true"),
+        (false, false) => false,
+    };
+    let said = gate.map_or("on by default".to_string(), |g| at(g, "KubeletCgroupDriverFromCRI"));
+    on.then(|| format!("kubelet {v}: KubeletCgroupDriverFromCRI {said}"))
+}
+
+/// `name=value (FILE:LINE)`.
+fn at(set: &Set, name: &str) -> String {
+    format!("{name}={} ({})", set.value, set.at)
+}
+
+#[cfg(test)]
+mod tests;

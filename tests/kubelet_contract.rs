@@ -1,0 +1,125 @@
+//! The kubelet family on a real node (containerd on its volume): kubelet's configuration
+//! naming another runtime's socket, and a kubelet unit that still passes
+//! `--pod-infra-container-image` to a kubelet stand-in that says its version. The unit is
+//! given to the guard alone: it runs in a mount namespace of its own where the test's
+//! directory is `/etc/systemd/system` (the test host has no kubelet unit). Root only.
+
+use testkit as support;
+
+use std::path::{Path, PathBuf};
+use support::node::{runtime, Node, TOOLS};
+use support::runtime::dead_port;
+use support::{root_or_skip, write_executable, Guard, Outcome};
+
+fn node() -> Node {
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:kc", dead_port()));
+    n.import_image();
+    n
+}
+
+/// The guard's config with `[kubelet] config` naming `yaml`, written as `kubelet.yaml`.
+fn with_kubelet_config(n: &Node, yaml: &str) -> (PathBuf, PathBuf) {
+    let file = n.t.path().join("kubelet.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull(false)
+            .canary_enabled(false)
+            .kubelet_config(&file)
+    });
+    (cfg, file)
+}
+
+#[test]
+fn k01_a_kubelet_on_another_runtimes_socket_fails_verify_and_warns_runtime() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let n = node();
+    let yaml = "kind: KubeletConfiguration\n\
+                containerRuntimeEndpoint: unix:///run/k3s/containerd/containerd.sock\n";
+    let (cfg, file) = with_kubelet_config(&n, yaml);
+    let at = format!("{}:2", file.display());
+    Guard::with_config(&cfg)
+        .run(&["--json", "verify"])
+        .expect(1, "kubelet.endpoint", "fail")
+        .mentions(
+            "kubelet.endpoint",
+            &["/run/k3s/containerd/containerd.sock", &at],
+        );
+    // kubelet is never held for it: two runtimes on one host may be deliberate
+    runtime(&cfg).expect(0, "kubelet.endpoint", "warn");
+
+    let ours = format!(
+        "kind: KubeletConfiguration\ncontainerRuntimeEndpoint: unix://{}\n",
+        n.t.socket().display()
+    );
+    let (cfg, _) = with_kubelet_config(&n, &ours);
+    Guard::with_config(&cfg)
+        .run(&["--json", "verify"])
+        .expect(0, "kubelet.endpoint", "pass");
+}
+
+/// A directory to stand for `/etc/systemd/system`, holding a kubelet unit that runs the
+/// stand-in `kubelet` (which says `version`) with the removed flag.
+fn kubelet_unit(n: &Node, version: &str) -> PathBuf {
+    let units = n.t.path().join("units");
+    std::fs::create_dir_all(&units).unwrap();
+    let binary = n.t.path().join("kubelet");
+    write_executable(
+        &binary,
+        &format!("#!/bin/sh\necho 'Kubernetes v{version}'\n"),
+    );
+    let unit = format!(
+        "[Service]\nExecStart={} --pod-infra-container-image=registry.k8s.io/pause:3.9\n",
+        binary.display()
+    );
+    std::fs::write(units.join("kubelet.service"), unit).unwrap();
+    units
+}
+
+/// `guard ARGS` where `units` is `/etc/systemd/system`, private to the guard.
+fn with_units(cfg: &Path, units: &Path, args: &[&str]) -> Outcome {
+    let wrapper = format!(
+        "mount --bind '{}' /etc/systemd/system && exec \"$0\" \"$@\"",
+        units.display()
+    );
+    Guard::with_config(cfg)
+        .wrapped_in(&["unshare", "-m", "sh", "-c", &wrapper])
+        .run(args)
+}
+
+#[test]
+fn k02_pod_infra_container_image_fails_on_kubelet_1_35_and_warns_on_1_34() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let n = node();
+    let (cfg, _) = with_kubelet_config(&n, "kind: KubeletConfiguration\n");
+    let cache = n.t.guard_state_dir().join("kubelet.version.json");
+
+    let units = kubelet_unit(&n, "1.35.0");
+    // --npd writes nothing: kubelet's version is asked, and not kept
+    let npd = with_units(&cfg, &units, &["verify", "--npd"]);
+    assert_eq!(npd.code, 1, "{}", npd.dump());
+    assert!(!cache.exists(), "--npd wrote {}", cache.display());
+    with_units(&cfg, &units, &["--json", "verify"])
+        .expect(1, "kubelet.pod-infra-image", "fail")
+        .mentions(
+            "kubelet.pod-infra-image",
+            &[
+                "kubelet 1.35.0",
+                "registry.k8s.io/pause:3.9",
+                "kubelet.service",
+            ],
+        );
+    assert!(
+        cache.exists(),
+        "plain verify keeps kubelet's version for the boot"
+    );
+
+    // an upgrade (a new binary: another inode) is asked again, never taken from the cache
+    let units = kubelet_unit(&n, "1.34.2");
+    with_units(&cfg, &units, &["--json", "verify"])
+        .expect(0, "kubelet.pod-infra-image", "warn")
+        .mentions("kubelet.pod-infra-image", &["kubelet 1.34.2"]);
+}
