@@ -191,3 +191,37 @@ pub(super) fn canary_facts(fails: bool) -> CanaryFacts {
         others: Vec::new(),
     }
 }
+
+use crate::host::kubelet::version::Version;
+
+/// kubelet on k3s's socket, still given the flag 1.35 removed, with its `version`.
+pub(super) fn kubelet_facts(version: Result<Version, String>) -> KubeletFacts {
+    use crate::host::kubelet::contract::{Contract, Set};
+    let set = |value: &str, at: &str| {
+        let (value, at) = (value.to_string(), at.to_string());
+        Some(Set { value, at })
+    };
+    let contract = Contract {
+        binary: Some("/usr/bin/kubelet".into()),
+        runtime_endpoint: set(
+            "unix:///run/k3s/containerd/containerd.sock",
+            "/var/lib/kubelet/config.yaml:12",
+        ),
+        pod_infra_image: set(
+            "registry.k8s.io/pause:3.9",
+            "/var/lib/kubelet/kubeadm-flags.env:1 (KUBELET_KUBEADM_ARGS)",
+        ),
+        cgroup_driver: set("systemd", "/var/lib/kubelet/config.yaml:15"),
+        ..Contract::default()
+    };
+    KubeletFacts {
+        contract: Ok(Some(contract)),
+        socket: "/run/containerd/containerd.sock".into(),
+        systemd_cgroup: true,
+        containerd_config: "containerd: SystemdCgroup = true for runtime runc \
+                            (/etc/containerd/config.toml)"
+            .into(),
+        version,
+        cgroup_v1: Some(false),
+    }
+}

@@ -14,13 +14,15 @@ pub(super) mod golden;
 mod history;
 mod hygiene;
 mod image;
+mod kubelet;
 mod restart;
 
 use super::decide::{Observation, Scope};
-use super::{run, End, Mode, World};
+use super::{run, End, FamilyId, Mode, World};
 use crate::checks::answers::facts::{AnswerFacts, Answering, Condition};
 use crate::checks::canary::facts::{CanaryFacts, CanaryOutcome, CanaryRun};
 use crate::checks::kill_mode::facts::KillModeFacts;
+use crate::checks::kubelet::facts::KubeletFacts;
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::Leak;
 use crate::checks::orphans::facts::{OrphanFacts, OrphanLook, PodProcess};
@@ -79,6 +81,8 @@ struct Fake {
     reap: bool,
     /// containerd's unit kills shims by name (`runtime.kill-mode` warns).
     shim_killing_unit: bool,
+    /// What kubelet's files say (`None`: as in every scenario that is not about kubelet).
+    kubelet: Option<KubeletFacts>,
     /// A leaked task (and an orphan) present until deleted (reaped).
     leak: bool,
     orphan: bool,
@@ -124,6 +128,7 @@ impl Fake {
             phase1_held: None,
             reap: true,
             shim_killing_unit: false,
+            kubelet: None,
             leak: false,
             orphan: false,
             delete_fails: false,
@@ -233,11 +238,17 @@ impl World for Fake {
         if self.looks.len() > 1 {
             self.looks.pop_front();
         }
+        // (read from files: there whether containerd answers or not, where covered)
+        let kubelet = (self.kubelet.clone()).filter(|_| scope.looks_at(FamilyId::Kubelet));
         if looks == Looks::Silent {
             self.clock += wait;
-            return observation(looks);
+            return Observation {
+                kubelet,
+                ..observation(looks)
+            };
         }
         let mut o = observation(looks);
+        o.kubelet = kubelet;
         if self.stale_image_missing {
             o.sandbox_image = Some(image_facts(true));
         }
