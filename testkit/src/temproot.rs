@@ -179,17 +179,31 @@ state = "{state}"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{opt}"
-
+{nri}
 {cri}
 "#,
             root = self.volume_path().display(),
             state = self.state_path().display(),
             sock = self.socket().display(),
             opt = self.path().join("opt").display(),
+            nri = self.nri_settings(version),
         );
         let p = self.containerd_config();
         std::fs::write(&p, text).expect("write containerd config");
         p
+    }
+
+    /// containerd 2.x enables NRI, whose socket is one host-wide path by default
+    /// (`/var/run/nri/nri.sock`): two test containerds starting at once race to bind it
+    /// and one dies ("address already in use"). Each tree gets its own; 1.x has NRI off.
+    fn nri_settings(&self, version: u32) -> String {
+        match version {
+            3 => format!(
+                "\n[plugins.\"io.containerd.nri.v1.nri\"]\n  socket_path = \"{}\"\n",
+                self.path().join("nri.sock").display()
+            ),
+            _ => String::new(),
+        }
     }
 
     /// The guard's `state_dir` (status file, `volume.ok` marker): never the real `/run`.
