@@ -3,20 +3,32 @@
 //! names the families derives from that list: [`FamilyId`](super::FamilyId) (what a
 //! run's scope names), [`Observation`](super::Observation) (one field of facts per
 //! family), the families a run covers (`FamilyId::LOOKING`, `FamilyId::EVERY`), which
-//! family reports an id (`FamilyId::of`), and judging them all (`Observation::judge`).
-//! How to add a family: docs/development.md, "Adding a check family".
+//! family reports an id (`FamilyId::of`), a look at the node (`Observation::gather`:
+//! every covered family's `gather`, concurrently, stage by stage) and judging them all
+//! (`Observation::judge`). The real world's look is those gathers and the connect between
+//! its stages; the fake world's is its scripted facts. How to add a family:
+//! docs/development.md, "Adding a check family".
 
 use super::answers::rules::Knobs;
 use super::leaked_tasks::rules::Leak;
+use super::look::{Look, Stage};
 use super::orphans::rules::Condemned;
 use crate::report::{Finding, Id};
+use std::future::Future;
 
 /// A check family: the facts it looks at and how its rules judge them.
 pub trait Family {
     /// Every id its rules report: a run reports them where its scope covers the family.
     const IDS: &'static [Id];
+    /// When its facts are read: from files before containerd is asked (and so judged
+    /// when it is silent), or from containerd once it answered.
+    const STAGE: Stage;
     /// What the family's `facts.rs` gathers: plain data, judged by nothing but the rules.
     type Facts;
+    /// The family's look: its facts, read through `look` (which holds the looks families
+    /// share); `None` where they cannot be read in this look. Only called in the family's
+    /// [`Family::STAGE`], where the run covers it.
+    fn gather(look: &Look<'_>) -> impl Future<Output = Option<Self::Facts>>;
     /// The rules over the facts; `None` where they were not gathered (containerd did not
     /// answer, or the run does not cover the family: its findings are then not reported).
     /// Pure: no I/O, no clock.
@@ -127,6 +139,33 @@ macro_rules! registry {
         }
 
         impl Observation {
+            /// Every family's facts of one stage of a look, where `looked_at` takes the
+            /// family: the families ask concurrently (containerd's on one channel, the
+            /// host's reads off the loop), so a stage costs its slowest family, not the
+            /// sum. The families that make something are gathered by the gate's own step.
+            pub async fn gather(
+                look: &Look<'_>,
+                stage: Stage,
+                looked_at: impl Fn(FamilyId) -> bool,
+            ) -> Observation {
+                let gathers = |family: FamilyId, at: Stage| at == stage && looked_at(family);
+                let ($($module,)*) = tokio::join!($(async {
+                    match gathers(FamilyId::$family, <$module::$family as Family>::STAGE) {
+                        true => <$module::$family as Family>::gather(look).await,
+                        false => None,
+                    }
+                },)*);
+                Observation { $($module,)* $($m_module: None,)* }
+            }
+
+            /// Each family's facts from `self`, else from `other` (the stages of a look).
+            pub fn or(self, other: Observation) -> Observation {
+                Observation {
+                    $($module: self.$module.or(other.$module),)*
+                    $($m_module: self.$m_module.or(other.$m_module),)*
+                }
+            }
+
             /// The observation without the facts of the families `looked_at` refuses: what
             /// a look that gathers only those would hold.
             pub fn only(mut self, looked_at: impl Fn(FamilyId) -> bool) -> Self {

@@ -7,8 +7,9 @@
 //!   table-tested without root. Rules import no I/O (`tests::rules_do_no_io` enforces it),
 //!   and they say what would fix a fault; the gate decides whether to act on it.
 //! - `mod.rs` implements [`Family`] (the trait, [`family`]): the facts type, the ids the
-//!   family reports, and `evaluate`, the rules' findings and the remedies they ask for in
-//!   one shape, [`Verdict`].
+//!   family reports, `gather`, its look (its `facts.rs` read through a [`Look`], in the
+//!   [`Stage`] it reads in), and `evaluate`, the rules' findings and the remedies they ask
+//!   for in one shape, [`Verdict`].
 //!
 //! The registry is the one list of phase 2's families: the gate's scopes, its
 //! [`Observation`], which family reports an id, and judging them all derive from it; the
@@ -29,6 +30,8 @@
 //! judged by `phases::volume` before containerd starts, outside the registry.
 
 pub mod family;
+pub mod look;
+mod target;
 pub mod volume {
     pub mod facts;
     pub mod rules;
@@ -36,6 +39,8 @@ pub mod volume {
 pub mod workloads;
 
 pub use family::{Family, Judging, Remedy, Verdict};
+pub use look::{Look, Stage};
+pub use target::Target;
 
 // Phase 2's families, in the order they are judged; `makes`: those that change something
 // to look, never part of "every check" (`Scope::ALL`).

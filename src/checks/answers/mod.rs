@@ -5,6 +5,8 @@ pub mod facts;
 pub mod rules;
 
 use super::family::{Family, Judging, Remedy, Verdict};
+use super::look::{Look, Stage};
+use crate::config::units::format_duration;
 use crate::report::Id;
 
 pub struct Answers;
@@ -20,6 +22,20 @@ impl Family for Answers {
         Id::RuntimeHold,
     ];
     type Facts = facts::AnswerFacts;
+    const STAGE: Stage = Stage::Containerd;
+
+    /// CRI's answers (shared: the sandbox image family reads them too). A silent
+    /// containerd's facts are the look's connect step's: no family is gathered then.
+    async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
+        let answering = look.cri().await?.clone();
+        let waited = look.started.elapsed().as_millis() as u64;
+        Some(facts::AnswerFacts {
+            socket: look.target.socket.display().to_string(),
+            answering: Ok(Box::new(answering)),
+            waited: format_duration(std::time::Duration::from_millis(waited)),
+            path_fault: None,
+        })
+    }
 
     /// A silent containerd asks for a restart.
     fn evaluate(facts: Option<&Self::Facts>, run: &Judging) -> Verdict {

@@ -5,6 +5,7 @@ pub mod facts;
 pub mod rules;
 
 use super::family::{Family, Judging, Verdict};
+use super::look::{Look, Stage};
 use crate::report::Id;
 
 pub struct Canary;
@@ -12,6 +13,14 @@ pub struct Canary;
 impl Family for Canary {
     const IDS: &'static [Id] = &[Id::RuntimeCanCreate, Id::RuntimeCanaryNamespace];
     type Facts = facts::CanaryFacts;
+    const STAGE: Stage = Stage::Containerd;
+
+    /// Never part of a look: a canary is a pod made and removed, so the gate makes it in
+    /// a step of its own, after every other check passed (`World::canary`), with the
+    /// state directory and the signal guard a look does not hold.
+    async fn gather(_: &Look<'_>) -> Option<Self::Facts> {
+        None
+    }
 
     /// The sandboxes it left in its namespace, then whether it could create; never
     /// repaired. Nothing where it did not run.

@@ -7,6 +7,7 @@ pub mod facts;
 pub mod rules;
 
 use super::family::{Family, Judging, Verdict};
+use super::look::{Look, Stage};
 use crate::report::Id;
 
 pub struct Kubelet;
@@ -14,6 +15,12 @@ pub struct Kubelet;
 impl Family for Kubelet {
     const IDS: &'static [Id] = &rules::IDS;
     type Facts = facts::KubeletFacts;
+    const STAGE: Stage = Stage::Files;
+
+    /// kubelet's files, and its binary's version where the run asks it.
+    async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
+        Some(look.kubelet().await)
+    }
 
     /// Reported only where looked at; never a remedy (the guard does not edit kubelet).
     fn evaluate(facts: Option<&Self::Facts>, run: &Judging) -> Verdict {

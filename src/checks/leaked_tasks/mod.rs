@@ -4,6 +4,7 @@ pub mod facts;
 pub mod rules;
 
 use super::family::{Family, Judging, Remedy, Verdict};
+use super::look::{Look, Stage};
 use crate::report::Id;
 
 pub struct LeakedTasks;
@@ -11,6 +12,12 @@ pub struct LeakedTasks;
 impl Family for LeakedTasks {
     const IDS: &'static [Id] = &[Id::RuntimeLeakedTasks];
     type Facts = facts::LeakedTaskFacts;
+    const STAGE: Stage = Stage::Containerd;
+
+    /// The hygiene looks (shared with the orphans family: taken once for both).
+    async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
+        look.hygiene().await.map(|(leaks, _)| leaks.clone())
+    }
 
     /// Leaks ask to be deleted.
     fn evaluate(facts: Option<&Self::Facts>, run: &Judging) -> Verdict {

@@ -5,15 +5,11 @@
 use super::decide::{Observation, Scope};
 use crate::checks::answers::facts::{self as answers, AnswerFacts};
 use crate::checks::canary::facts::{self as canary, CanaryFacts, CanaryRun};
-use crate::checks::eviction::facts::{self as eviction, EvictionFacts};
-use crate::checks::kill_mode::facts::{self as kill_mode, KillModeFacts};
 use crate::checks::leaked_tasks::facts::LeakedTaskFacts;
 use crate::checks::leaked_tasks::rules::{self as leaked_rules, Leak};
 use crate::checks::orphans::facts::{self as orphans, OrphanFacts, ShimRuntime};
 use crate::checks::orphans::rules::{self as orphan_rules, Condemned};
-use crate::checks::sandbox_image::facts as sandbox_image;
-use crate::checks::stale::facts as stale;
-use crate::checks::{workloads, FamilyId};
+use crate::checks::{workloads, Look, Stage};
 use crate::config::units::format_duration;
 use crate::config::Settings;
 use crate::containerd::client::{self, Conn, RpcError, K8S_NS};
@@ -31,12 +27,10 @@ use crate::state::lock::{LockError, RepairLock};
 use crate::state::{LedgerFile, Loaded, StateDir, StateError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod looks;
-use looks::when_covered;
-mod target;
-pub use target::Target;
+pub use crate::checks::Target;
 
 /// What phase 2 acts on. Async methods talk to containerd or sleep; the rest are quick
 /// local reads and writes.
@@ -156,6 +150,19 @@ impl<'a> RealWorld<'a> {
         self
     }
 
+    /// A look at the node through this world's host, settings and target.
+    fn look(&self) -> Look<'_> {
+        let mut look = Look::new(self.host, self.settings, &self.target);
+        look.own_mounts = self.own_mounts.clone().map(|later| {
+            let read = move || later.get().cloned();
+            std::sync::Arc::new(read) as crate::checks::look::OwnMountTable
+        });
+        look.state_dir = self.state_dir.as_ref().ok();
+        look.call_timeout = self.call_timeout;
+        look.kubelet_version = self.kubelet_version;
+        look
+    }
+
     fn socket(&self) -> PathBuf {
         self.host.path(&self.target.socket)
     }
@@ -224,76 +231,35 @@ impl World for RealWorld<'_> {
 
     async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation {
         use tracing::Instrument;
-        let started = Instant::now();
-        let socket = self.socket();
-        let display = self.target.socket.display().to_string();
-        let waited =
-            || format_duration(Duration::from_millis(started.elapsed().as_millis() as u64));
-        let (kill_mode, eviction, kubelet) = self.unit_and_kubelet_looks(scope).await;
+        let looked_at = |family| scope.looks_at(family);
         self.conn = None;
+        let look = self.look();
+        // (the files first: judged whether containerd answers or not)
+        let files = Observation::gather(&look, Stage::Files, looked_at).await;
+        let socket = self.socket();
         let connected = client::connect_answering(&socket, wait, self.call_timeout)
             .instrument(tracing::debug_span!("connect"))
             .await;
-        let (conn, version) = match connected {
-            Ok(ok) => ok,
+        let look = match connected {
+            Ok((conn, version)) => look.answered(conn, version),
             Err(e) => {
+                let waited = look.started.elapsed().as_millis() as u64;
                 let silent = AnswerFacts {
-                    socket: display,
+                    socket: self.target.socket.display().to_string(),
                     answering: Err(e.to_string()),
-                    waited: waited(),
+                    waited: format_duration(Duration::from_millis(waited)),
                     path_fault: answers::probe_socket(&socket),
                 };
-                return Observation {
+                let answers = Observation {
                     answers: Some(silent),
-                    kill_mode,
-                    eviction,
-                    kubelet,
                     ..Observation::default()
                 };
+                return answers.or(files);
             }
         };
-        // The families ask containerd concurrently (one HTTP/2 channel): a look costs the
-        // slowest family's round trips, not the sum of all of them.
-        let stale = when_covered(scope, FamilyId::Stale, self.stale_look(&socket));
-        let image = when_covered(
-            scope,
-            FamilyId::SandboxImage,
-            sandbox_image::gather(&conn, &self.target.image),
-        );
-        let hygiene = async {
-            match scope.looks_at(FamilyId::LeakedTasks) || scope.looks_at(FamilyId::Orphans) {
-                true => self.hygiene_looks(&conn).await,
-                false => (None, None),
-            }
-        };
-        // (in this order: the hygiene looks' pass over the cgroups gets the thread for
-        // host reads first, the stale facts wait there for `guard verify`'s mount table)
-        let ((leaked_tasks, orphans), stale, image, answering) = tokio::join!(
-            hygiene.instrument(tracing::debug_span!("hygiene looks")),
-            stale,
-            image.instrument(tracing::debug_span!("sandbox_image facts")),
-            answers::gather(&conn, version, &self.target.image.reference)
-                .instrument(tracing::debug_span!("runtime facts")),
-        );
-        self.conn = Some(conn);
-        let sandbox_image =
-            image.map(|i| sandbox_image::with_cri_answer(i, &answering.sandbox_status));
-        Observation {
-            answers: Some(AnswerFacts {
-                socket: display,
-                answering: Ok(Box::new(answering)),
-                waited: waited(),
-                path_fault: None,
-            }),
-            stale,
-            sandbox_image,
-            leaked_tasks,
-            orphans,
-            kill_mode,
-            eviction,
-            kubelet,
-            canary: None,
-        }
+        let answered = Observation::gather(&look, Stage::Containerd, looked_at).await;
+        self.conn = look.into_conn();
+        answered.or(files)
     }
 
     async fn delete_task(&mut self, leak: &Leak) -> Result<String, RemedyError> {

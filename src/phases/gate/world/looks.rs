@@ -1,49 +1,18 @@
-//! The real node's looks that take more than one read: the stale check's (beside the
-//! guard's own mount table), the hygiene families' (CRI's view, then the pod cgroups,
-//! then a second look that confirms), and those of files only (units, kubelet's config).
+//! The real node's looks that take more than one read, which [`Look`] holds for the
+//! families: the hygiene families' (CRI's view, then the pod cgroups, then a second look
+//! that confirms), and kubelet's (its files, then its binary's version).
 
 use super::*;
 use crate::checks::kubelet::facts::{self as kubelet, KubeletFacts};
+use crate::checks::Look;
 use crate::host::kubelet::version::{self, Cached, Version};
 
 /// `kubelet --version` answers at once; a binary that does not is not waited for.
 const KUBELET_VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// `look`, when the run covers `family`; otherwise it is never started.
-pub(super) async fn when_covered<T>(
-    scope: Scope,
-    family: FamilyId,
-    look: impl std::future::Future<Output = T>,
-) -> Option<T> {
-    match scope.looks_at(family) {
-        true => Some(look.await),
-        false => None,
-    }
-}
-
-impl RealWorld<'_> {
-    /// The families read from files only (systemd units, kubelet's configuration), before
-    /// containerd is asked anything.
-    pub(super) async fn unit_and_kubelet_looks(
-        &self,
-        scope: Scope,
-    ) -> (
-        Option<KillModeFacts>,
-        Option<EvictionFacts>,
-        Option<KubeletFacts>,
-    ) {
-        let kill_mode = scope.looks_at(FamilyId::KillMode).then(|| {
-            tracing::debug_span!("kill_mode facts").in_scope(|| kill_mode::gather(self.host))
-        });
-        let eviction = scope
-            .looks_at(FamilyId::Eviction)
-            .then(|| eviction::gather(self.host, self.settings));
-        let kubelet = when_covered(scope, FamilyId::Kubelet, self.kubelet_look()).await;
-        (kill_mode, eviction, kubelet)
-    }
-
+impl Look<'_> {
     /// kubelet's contract, and its version where this run asks the binary.
-    async fn kubelet_look(&self) -> KubeletFacts {
+    pub(crate) async fn kubelet(&self) -> KubeletFacts {
         let containerd = kubelet::Containerd {
             socket: &self.target.socket,
             systemd_cgroup: self.target.systemd_cgroup,
@@ -65,7 +34,7 @@ impl RealWorld<'_> {
         let path = self.host.os_file(binary);
         let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let key = Cached::key_of(&meta);
-        let dir = self.state_dir.as_ref().ok();
+        let dir = self.state_dir;
         let kept = dir.and_then(|d| Some((d, d.read_kubelet_version()?)));
         if let Some((d, kept)) = kept {
             if kept.answers(d.boot_id(), binary, key) {
@@ -94,27 +63,12 @@ impl RealWorld<'_> {
         Ok(version)
     }
 
-    /// The stale check's facts of the containerd behind `socket`, read on the thread for
-    /// host reads; the guard's own mount table (when its caller reads one) stands in for
-    /// containerd's in the same mount namespace.
-    pub(super) async fn stale_look(&self, socket: &Path) -> stale::StaleFacts {
-        let (socket, root) = (socket.to_path_buf(), self.target.root.clone());
-        let own_mounts = self.own_mounts.clone();
-        crate::checks::off_the_loop("stale facts", self.host, move |host| {
-            let own = || own_mounts.as_ref().and_then(|m| m.get().cloned());
-            stale::gather(host, &socket, &root, own)
-        })
-        .await
-    }
-
     /// The hygiene families' looks: a second one only when the first found a candidate.
-    pub(super) async fn hygiene_looks(
-        &self,
-        conn: &Conn,
-    ) -> (Option<LeakedTaskFacts>, Option<OrphanFacts>) {
-        let Ok(first) = workloads::gather(self.host, conn, &self.target.state).await else {
-            return (None, None);
-        };
+    pub(crate) async fn hygiene_looks(&self) -> Option<(LeakedTaskFacts, OrphanFacts)> {
+        let conn = self.conn()?;
+        let first = workloads::gather(self.host, conn, &self.target.state)
+            .await
+            .ok()?;
         let first_look = tracing::debug_span!("orphan look")
             .in_scope(|| orphans::look(self.host, first.clone()));
         let mut orphans = OrphanFacts {
@@ -145,13 +99,13 @@ impl RealWorld<'_> {
             orphans.runtimes = runtimes(conn, ids).await;
             orphans::describe(self.host, &mut orphans.first, &pids).await;
         }
-        (Some(leaks), Some(orphans))
+        Some((leaks, orphans))
     }
 }
 
 /// The runtime containerd records for each container id (asked only for confirmed
 /// orphans' containers).
-pub(super) async fn runtimes(conn: &Conn, ids: BTreeSet<String>) -> BTreeMap<String, ShimRuntime> {
+async fn runtimes(conn: &Conn, ids: BTreeSet<String>) -> BTreeMap<String, ShimRuntime> {
     let mut out = BTreeMap::new();
     for id in ids {
         let runtime = match tasks::runtime_of(conn, K8S_NS, &id).await {

@@ -1,0 +1,112 @@
+//! What a family's [`gather`](super::Family::gather) reads through: the host, the
+//! settings, what phase 2 knows of containerd, the connection once containerd answered,
+//! and the looks several families share. A shared look is computed once, by whichever
+//! family asks first, and awaited by the others (the answers family's CRI answers, which
+//! the sandbox image family reads too; the hygiene families' two looks at what runs): a
+//! family that needs another's reads asks for them here, so a look's work does not grow
+//! with the number of families that read it.
+
+use super::answers::facts::Answering;
+use super::leaked_tasks::facts::LeakedTaskFacts;
+use super::orphans::facts::OrphanFacts;
+use super::Target;
+use crate::config::Settings;
+use crate::containerd::client::{Conn, VersionAnswer};
+use crate::host::mountinfo::MountTable;
+use crate::host::Host;
+use crate::state::StateDir;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
+
+/// The guard's own mount table, read beside phase 2 by its caller: the call waits until
+/// it is read (`None`: it could not be). A call, not the table, since it may still be
+/// being read when the look begins, and only the stale family waits for it.
+pub type OwnMountTable = Arc<dyn Fn() -> Option<Arc<MountTable>> + Send + Sync>;
+
+/// When a family reads: the stage of a look it is gathered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// From the host's files, before containerd is asked: judged even when it is silent.
+    Files,
+    /// From containerd, only once it answered.
+    Containerd,
+}
+
+/// One look at the node, as the families read it.
+pub struct Look<'a> {
+    pub host: &'a Host,
+    pub settings: &'a Settings,
+    pub target: &'a Target,
+    /// The guard's own mount table, when its caller reads it (`guard verify`).
+    pub own_mounts: Option<OwnMountTable>,
+    /// Where a kubelet version answered this boot is kept.
+    pub state_dir: Option<&'a StateDir>,
+    /// Each call's own bound (less inside a run's deadline).
+    pub call_timeout: Duration,
+    /// Whether this run asks kubelet's binary its version, and keeps the answer
+    /// (`Some(true)`).
+    pub kubelet_version: Option<bool>,
+    /// When the look began: how long containerd was waited for.
+    pub started: Instant,
+    /// containerd, and its answer to `Version`: `None` in the files stage.
+    answered: Option<(Conn, VersionAnswer)>,
+    cri: OnceCell<Option<Answering>>,
+    hygiene: OnceCell<Option<(LeakedTaskFacts, OrphanFacts)>>,
+}
+
+impl<'a> Look<'a> {
+    pub fn new(host: &'a Host, settings: &'a Settings, target: &'a Target) -> Look<'a> {
+        Look {
+            host,
+            settings,
+            target,
+            own_mounts: None,
+            state_dir: None,
+            call_timeout: Duration::MAX,
+            kubelet_version: None,
+            started: Instant::now(),
+            answered: None,
+            cri: OnceCell::new(),
+            hygiene: OnceCell::new(),
+        }
+    }
+
+    /// The look once containerd answered: its families' stage can be gathered.
+    pub fn answered(mut self, conn: Conn, version: VersionAnswer) -> Self {
+        self.answered = Some((conn, version));
+        self
+    }
+
+    /// The connection to containerd; `None` before it answered.
+    pub fn conn(&self) -> Option<&Conn> {
+        self.answered.as_ref().map(|(conn, _)| conn)
+    }
+
+    /// The connection, for what the run does after the look (remedies).
+    pub fn into_conn(self) -> Option<Conn> {
+        self.answered.map(|(conn, _)| conn)
+    }
+
+    /// The answers family's CRI answers, asked once: the sandbox image family reads
+    /// CRI's `ImageStatus` of its image from them. `None` before containerd answered.
+    pub async fn cri(&self) -> Option<&Answering> {
+        use tracing::Instrument;
+        let ask = async {
+            let (conn, version) = self.answered.as_ref()?;
+            let reference = &self.target.image.reference;
+            Some(super::answers::facts::gather(conn, version.clone(), reference).await)
+        };
+        let span = tracing::debug_span!("runtime facts");
+        self.cri.get_or_init(|| ask.instrument(span)).await.as_ref()
+    }
+
+    /// The hygiene families' looks at what runs, taken once for both: the first, and a
+    /// second about 2 s later when the first found a candidate of either family.
+    pub async fn hygiene(&self) -> Option<&(LeakedTaskFacts, OrphanFacts)> {
+        use tracing::Instrument;
+        let span = tracing::debug_span!("hygiene looks");
+        let looks = || self.hygiene_looks().instrument(span);
+        self.hygiene.get_or_init(looks).await.as_ref()
+    }
+}
