@@ -5,9 +5,11 @@
 //! family), the families a run covers (`FamilyId::LOOKING`, `FamilyId::EVERY`), which
 //! family reports an id (`FamilyId::of`), a look at the node (`Observation::gather`:
 //! every covered family's `gather`, concurrently, stage by stage) and judging them all
-//! (`Observation::judge`). The real world's look is those gathers and the connect between
-//! its stages; the fake world's is its scripted facts. How to add a family:
-//! docs/development.md, "Adding a check family".
+//! (`Observation::judge`). A family's look is its `gather`, read through a
+//! [`Look`](super::Look), which holds what families share (one CRI answer, one pair of
+//! hygiene looks): the real world's `observe` is the files stage, the connect and the
+//! containerd stage, naming no family; the fake world's is its scripted facts. How to
+//! add a family: docs/development.md, "Adding a check family".
 
 use super::answers::rules::Knobs;
 use super::leaked_tasks::rules::Leak;
