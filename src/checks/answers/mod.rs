@@ -28,6 +28,7 @@ impl Family for Answers {
     /// containerd's facts are the look's connect step's: no family is gathered then.
     async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
         let answering = look.cri().await?.clone();
+        // (evidence only where containerd is silent; here, the look until CRI answered)
         let waited = look.started.elapsed().as_millis() as u64;
         Some(facts::AnswerFacts {
             socket: look.target.socket.display().to_string(),
