@@ -457,14 +457,23 @@ fn h10_beside_a_second_containerd_its_orphaned_and_leaked_pods_are_left_alone() 
 }
 
 /// A process on purpose given `pid` (through `ns_last_pid`), standing for a reused PID;
-/// `None` when the kernel handed out another one (the pid was taken meanwhile).
+/// `None` when the kernel handed out another one on every try (the pid was taken).
 fn spawn_with_pid(pid: i32) -> Option<KillOnDrop> {
-    std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).ok()?;
-    let child = std::process::Command::new("sleep")
-        .arg("600")
-        .spawn()
-        .ok()?;
-    let got = child.id() as i32;
-    let guard = KillOnDrop { pid: got };
-    (got == pid).then_some(guard)
+    // Another process created on the host between the write and the fork takes the pid
+    // first (a busy machine does so often): try again, a bounded number of times, while
+    // the pid is still free.
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).ok()?;
+        let child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .ok()?;
+        let got = KillOnDrop {
+            pid: child.id() as i32,
+        };
+        if got.pid == pid {
+            return Some(got);
+        }
+    }
+    None
 }
