@@ -84,26 +84,20 @@ fn default_of(signal: &str) -> Option<&'static str> {
 /// What could be read: `Ok(None)` when kubelet has no configuration on this node yet (a
 /// first boot before kubeadm writes it) and its unit sets no eviction flags.
 pub fn read(host: &Host, configured: Option<&Path>) -> Result<Option<Eviction>, String> {
-    let flags = unit_flags(host);
-    let file = configured
-        .map(Path::to_path_buf)
-        .or_else(|| flags.config.clone())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
-    let mut eviction = match read_bounded(&host.os_file(&file), CONFIG_CAP, Links::Follow) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let mut e = parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let node = node_flags(host);
+    let flags = EvictionFlags::of(&node);
+    let (file, settings) = config_file(host, configured, &node)?;
+    let mut eviction = match settings {
+        Some(settings) => {
+            let mut e = settings.eviction;
             e.file = Some(file.clone());
             if e.hard.is_some() || e.soft.is_some() {
                 e.set_by.push(file.display().to_string());
             }
             e
         }
-        Err(ReadError::Io(_, std::io::ErrorKind::NotFound)) if flags.no_thresholds() => {
-            return Ok(None)
-        }
-        Err(ReadError::Io(_, std::io::ErrorKind::NotFound)) => Eviction::default(),
-        Err(ReadError::Refused(why) | ReadError::Io(why, _)) => return Err(why),
+        None if flags.no_thresholds() => return Ok(None),
+        None => Eviction::default(),
     };
     // flags win over the file, each map as a whole (as kubelet merges them)
     if let Some(hard) = flags.hard {
@@ -127,6 +121,20 @@ pub fn read(host: &Host, configured: Option<&Path>) -> Result<Option<Eviction>, 
 /// names it.
 pub fn read_contract(host: &Host, configured: Option<&Path>) -> Result<contract::Contract, String> {
     let flags = node_flags(host);
+    let (file, settings) = config_file(host, configured, &flags)?;
+    let name = file.display().to_string();
+    let file = settings.as_ref().map(|s| (name.as_str(), s));
+    Ok(contract::contract(file, &flags))
+}
+
+/// kubelet's configuration file, where kubelet takes it (`configured`, else its unit's
+/// `--config`, else [`DEFAULT_CONFIG`]), and what the guard reads of it: `None` when it
+/// does not exist yet; an error naming it when it cannot be read or parsed.
+fn config_file(
+    host: &Host,
+    configured: Option<&Path>,
+    flags: &flags::Flags,
+) -> Result<(PathBuf, Option<yaml::FileSettings>), String> {
     let file = configured
         .map(Path::to_path_buf)
         .or_else(|| flags.get("config").map(|f| PathBuf::from(&f.value)))
@@ -139,35 +147,30 @@ pub fn read_contract(host: &Host, configured: Option<&Path>) -> Result<contract:
         Err(ReadError::Io(_, std::io::ErrorKind::NotFound)) => None,
         Err(ReadError::Refused(why) | ReadError::Io(why, _)) => return Err(why),
     };
-    let name = file.display().to_string();
-    let file = settings.as_ref().map(|s| (name.as_str(), s));
-    Ok(contract::contract(file, &flags))
+    Ok((file, settings))
 }
 
 /// The eviction settings kubelet's unit gives it on its command line.
 #[derive(Debug, Default)]
 struct EvictionFlags {
     unit: String,
-    config: Option<PathBuf>,
     hard: Option<BTreeMap<String, String>>,
     soft: Option<BTreeMap<String, String>>,
 }
 
 impl EvictionFlags {
+    /// `--eviction-hard` and `--eviction-soft` on kubelet's command line.
+    fn of(flags: &flags::Flags) -> EvictionFlags {
+        EvictionFlags {
+            unit: "kubelet.service".to_string(),
+            hard: flags.get("eviction-hard").map(|f| signal_list(&f.value)),
+            soft: flags.get("eviction-soft").map(|f| signal_list(&f.value)),
+        }
+    }
+
     /// Sets no eviction threshold (a `--config` alone does not).
     fn no_thresholds(&self) -> bool {
         self.hard.is_none() && self.soft.is_none()
-    }
-}
-
-/// `--config`, `--eviction-hard` and `--eviction-soft` on kubelet's command line.
-fn unit_flags(host: &Host) -> EvictionFlags {
-    let flags = node_flags(host);
-    EvictionFlags {
-        unit: "kubelet.service".to_string(),
-        config: flags.get("config").map(|f| PathBuf::from(&f.value)),
-        hard: flags.get("eviction-hard").map(|f| signal_list(&f.value)),
-        soft: flags.get("eviction-soft").map(|f| signal_list(&f.value)),
     }
 }
 
