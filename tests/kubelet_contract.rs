@@ -2,7 +2,9 @@
 //! naming another runtime's socket, and a kubelet unit that still passes
 //! `--pod-infra-container-image` to a kubelet stand-in that says its version. The unit is
 //! given to the guard alone: it runs in a mount namespace of its own where the test's
-//! directory is `/etc/systemd/system` (the test host has no kubelet unit). Root only.
+//! directory is `/etc/systemd/system` (the test host has no kubelet unit). And one look
+//! reads kubelet's files once, however many families judge them (counted with `strace`).
+//! Root only.
 
 use testkit as support;
 
@@ -122,4 +124,44 @@ fn k02_pod_infra_container_image_fails_on_kubelet_1_35_and_warns_on_1_34() {
     with_units(&cfg, &units, &["--json", "verify"])
         .expect(0, "kubelet.pod-infra-image", "warn")
         .mentions("kubelet.pod-infra-image", &["kubelet 1.34.2"]);
+}
+
+/// The `openat` calls of `file` that `guard ARGS` made (`strace`).
+fn opens_of(cfg: &Path, file: &Path, args: &[&str]) -> Vec<String> {
+    let trace = file.with_extension("strace");
+    let trace_arg = trace.display().to_string();
+    let out = Guard::with_config(cfg)
+        .wrapped_in(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=openat",
+            "-o",
+            &trace_arg,
+        ])
+        .run(args);
+    assert!(out.code == 0 || out.code == 1, "{}", out.dump());
+    let quoted = format!("\"{}\"", file.display());
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let opens = text.lines().filter(|l| l.contains(&quoted));
+    opens.map(str::to_string).collect()
+}
+
+#[test]
+fn k03_a_look_reads_kubelets_files_once_for_all_its_families() {
+    let Some(_root) = root_or_skip(&[TOOLS, &["strace"]].concat()) else {
+        return;
+    };
+    let n = node();
+    let (cfg, file) = with_kubelet_config(&n, "kind: KubeletConfiguration\n");
+    // (a first run pins the sandbox image and looks again; the runs below look once)
+    let first = runtime(&cfg);
+    assert_eq!(first.code, 0, "{}", first.dump());
+    // the eviction and kubelet families both judge this file: the gate reads it once
+    let runtime = opens_of(&cfg, &file, &["runtime"]);
+    assert_eq!(runtime.len(), 1, "guard runtime: {runtime:#?}");
+    // verify's volume checks read it too, beside the gate, in a phase of their own
+    let verify = opens_of(&cfg, &file, &["verify"]);
+    assert_eq!(verify.len(), 2, "guard verify: {verify:#?}");
 }

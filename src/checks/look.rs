@@ -2,7 +2,8 @@
 //! settings, what phase 2 knows of containerd, the connection once containerd answered,
 //! and the looks several families share. A shared look is computed once, by whichever
 //! family asks first, and awaited by the others (the answers family's CRI answers, which
-//! the sandbox image family reads too; the hygiene families' two looks at what runs): a
+//! the sandbox image family reads too; the hygiene families' two looks at what runs;
+//! kubelet's unit and configuration file, which the eviction and kubelet families read): a
 //! family that needs another's reads asks for them here, so a look's work does not grow
 //! with the number of families that read it.
 
@@ -12,10 +13,11 @@ use super::orphans::facts::OrphanFacts;
 use super::Target;
 use crate::config::Settings;
 use crate::containerd::client::{Conn, VersionAnswer};
+use crate::host::kubelet::KubeletFiles;
 use crate::host::mountinfo::MountTable;
 use crate::host::Host;
 use crate::state::StateDir;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
@@ -53,6 +55,7 @@ pub struct Look<'a> {
     answered: Option<(Conn, VersionAnswer)>,
     cri: OnceCell<Option<Answering>>,
     hygiene: OnceCell<Option<(LeakedTaskFacts, OrphanFacts)>>,
+    kubelet_files: OnceLock<KubeletFiles>,
 }
 
 impl<'a> Look<'a> {
@@ -69,6 +72,7 @@ impl<'a> Look<'a> {
             answered: None,
             cri: OnceCell::new(),
             hygiene: OnceCell::new(),
+            kubelet_files: OnceLock::new(),
         }
     }
 
@@ -108,5 +112,12 @@ impl<'a> Look<'a> {
         let span = tracing::debug_span!("hygiene looks");
         let looks = || self.hygiene_looks().instrument(span);
         self.hygiene.get_or_init(looks).await.as_ref()
+    }
+
+    /// kubelet's unit and configuration file, read once for the families that judge them.
+    pub fn kubelet_files(&self) -> &KubeletFiles {
+        let configured = self.settings.kubelet.config.as_deref();
+        self.kubelet_files
+            .get_or_init(|| KubeletFiles::read(self.host, configured))
     }
 }

@@ -81,50 +81,75 @@ fn default_of(signal: &str) -> Option<&'static str> {
     DEFAULTS.iter().find(|(s, _)| *s == signal).map(|(_, v)| *v)
 }
 
-/// What could be read: `Ok(None)` when kubelet has no configuration on this node yet (a
-/// first boot before kubeadm writes it) and its unit sets no eviction flags.
-pub fn read(host: &Host, configured: Option<&Path>) -> Result<Option<Eviction>, String> {
-    let node = node_flags(host);
-    let flags = EvictionFlags::of(&node);
-    let (file, settings) = config_file(host, configured, &node)?;
-    let mut eviction = match settings {
-        Some(settings) => {
-            let mut e = settings.eviction;
-            e.file = Some(file.clone());
-            if e.hard.is_some() || e.soft.is_some() {
-                e.set_by.push(file.display().to_string());
-            }
-            e
-        }
-        None if flags.no_thresholds() => return Ok(None),
-        None => Eviction::default(),
-    };
-    // flags win over the file, each map as a whole (as kubelet merges them)
-    if let Some(hard) = flags.hard {
-        eviction.hard = Some(hard);
-        eviction
-            .set_by
-            .push(format!("--eviction-hard in {}", flags.unit));
-    }
-    if let Some(soft) = flags.soft {
-        eviction.soft = Some(soft);
-        eviction
-            .set_by
-            .push(format!("--eviction-soft in {}", flags.unit));
-    }
-    Ok(Some(eviction))
+/// What kubelet runs with as its files say: its unit's flags and its configuration file,
+/// read once for every check that needs them (the eviction thresholds, the contract).
+#[derive(Debug, Clone)]
+pub struct KubeletFiles {
+    pub flags: flags::Flags,
+    /// Its configuration file, where kubelet takes it, and what the guard read of it
+    /// (`None`: it does not exist yet), or why it could not be read or parsed.
+    pub config: Result<(PathBuf, Option<yaml::FileSettings>), String>,
 }
 
-/// kubelet's contract with the runtime, from its configuration file (where [`read`] finds
-/// it) and its unit's flags. A file that does not exist yet (a first boot before kubeadm
-/// writes it) leaves the flags alone; one that cannot be read or parsed is an error that
-/// names it.
+impl KubeletFiles {
+    /// The unit's flags, then the configuration file they (or `configured`) name.
+    pub fn read(host: &Host, configured: Option<&Path>) -> KubeletFiles {
+        let flags = node_flags(host);
+        let config = config_file(host, configured, &flags);
+        KubeletFiles { flags, config }
+    }
+
+    /// The eviction settings: `Ok(None)` when kubelet has no configuration on this node
+    /// yet (a first boot before kubeadm writes it) and its unit sets no eviction flags.
+    pub fn eviction(&self) -> Result<Option<Eviction>, String> {
+        let flags = EvictionFlags::of(&self.flags);
+        let (file, settings) = self.config.as_ref().map_err(Clone::clone)?;
+        let mut eviction = match settings {
+            Some(settings) => {
+                let mut e = settings.eviction.clone();
+                e.file = Some(file.clone());
+                if e.hard.is_some() || e.soft.is_some() {
+                    e.set_by.push(file.display().to_string());
+                }
+                e
+            }
+            None if flags.no_thresholds() => return Ok(None),
+            None => Eviction::default(),
+        };
+        // flags win over the file, each map as a whole (as kubelet merges them)
+        if let Some(hard) = flags.hard {
+            eviction.hard = Some(hard);
+            eviction
+                .set_by
+                .push(format!("--eviction-hard in {}", flags.unit));
+        }
+        if let Some(soft) = flags.soft {
+            eviction.soft = Some(soft);
+            eviction
+                .set_by
+                .push(format!("--eviction-soft in {}", flags.unit));
+        }
+        Ok(Some(eviction))
+    }
+
+    /// kubelet's contract with the runtime. A file that does not exist yet leaves the
+    /// flags alone; one that cannot be read or parsed is an error that names it.
+    pub fn contract(&self) -> Result<contract::Contract, String> {
+        let (file, settings) = self.config.as_ref().map_err(Clone::clone)?;
+        let name = file.display().to_string();
+        let file = settings.as_ref().map(|s| (name.as_str(), s));
+        Ok(contract::contract(file, &self.flags))
+    }
+}
+
+/// kubelet's eviction settings on this node ([`KubeletFiles::eviction`]).
+pub fn read(host: &Host, configured: Option<&Path>) -> Result<Option<Eviction>, String> {
+    KubeletFiles::read(host, configured).eviction()
+}
+
+/// kubelet's contract on this node ([`KubeletFiles::contract`]).
 pub fn read_contract(host: &Host, configured: Option<&Path>) -> Result<contract::Contract, String> {
-    let flags = node_flags(host);
-    let (file, settings) = config_file(host, configured, &flags)?;
-    let name = file.display().to_string();
-    let file = settings.as_ref().map(|s| (name.as_str(), s));
-    Ok(contract::contract(file, &flags))
+    KubeletFiles::read(host, configured).contract()
 }
 
 /// kubelet's configuration file, where kubelet takes it (`configured`, else its unit's

@@ -17,7 +17,7 @@ impl Family for Eviction {
 
     /// kubelet's configuration, read on the loop: one small file.
     async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
-        Some(facts::gather(look.host, look.settings))
+        Some(facts::gather(look.kubelet_files()))
     }
 
     /// Reported only where looked at; never a remedy.

@@ -3,10 +3,10 @@
 //! cgroup version, and kubelet's version where the run may know it (the world runs
 //! `kubelet --version`, in `guard verify` only, and hands the answer in).
 
-use crate::config::Settings;
 use crate::host::kubelet::contract::Contract;
 use crate::host::kubelet::version::Version;
-use crate::host::{kubelet, Host};
+use crate::host::kubelet::KubeletFiles;
+use crate::host::Host;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeletFacts {
@@ -37,8 +37,9 @@ pub const NOT_ASKED: &str = "only guard verify runs `kubelet --version`";
 
 /// Everything but the version ([`NOT_ASKED`]), which the caller asks the binary for
 /// (bounded, cached) or not.
-pub fn gather(host: &Host, settings: &Settings, cd: Containerd) -> KubeletFacts {
-    let contract = kubelet::read_contract(host, settings.kubelet.config.as_deref())
+pub fn gather(host: &Host, files: &KubeletFiles, cd: Containerd) -> KubeletFacts {
+    let contract = files
+        .contract()
         .map(|c| (c != Contract::default()).then_some(c));
     KubeletFacts {
         contract,

@@ -1,9 +1,11 @@
 //! Gathers everything phase 1 decides on into [`VolumeFacts`]: plain data, no judgement.
 
+use crate::checks::eviction;
 use crate::config::{DeviceSpec, Settings};
 use crate::containerd::client::{connect_within, ConnectError};
 use crate::containerd::processes::processes_for_root;
 use crate::host::blockdev::{self, BtrfsDevices, Lookup};
+use crate::host::kubelet::KubeletFiles;
 use crate::host::mountinfo::{MountEntry, MountTable};
 use crate::host::Host;
 use std::path::{Path, PathBuf};
@@ -144,8 +146,10 @@ pub fn gather(
             true => seen(host, root, socket),
             false => ContainerdSeen::not_looked(socket),
         },
-        kubelet: (look.kubelet && mounted)
-            .then(|| crate::checks::eviction::facts::gather(host, settings)),
+        kubelet: (look.kubelet && mounted).then(|| {
+            let configured = settings.kubelet.config.as_deref();
+            eviction::facts::gather(&KubeletFiles::read(host, configured))
+        }),
         mounts,
     }
 }

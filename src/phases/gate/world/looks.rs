@@ -18,7 +18,7 @@ impl Look<'_> {
             systemd_cgroup: self.target.systemd_cgroup,
             said: &self.target.systemd_cgroup_said,
         };
-        let mut facts = kubelet::gather(self.host, self.settings, containerd);
+        let mut facts = kubelet::gather(self.host, self.kubelet_files(), containerd);
         if let (Some(cache), Ok(Some(contract))) = (self.kubelet_version, &facts.contract) {
             facts.version = self
                 .kubelet_version(contract.binary.as_deref(), cache)
