@@ -115,15 +115,17 @@ fn hung_containerd_is_restarted_within_the_hold_and_its_running_pod_survives() {
         .remediation_restart_budget(1)
         .hold_timeout("60s")
         .write(&n.t);
-    let hung_pid = n.ctrd.pid();
-    let stopped = Stopped::stop(hung_pid);
+    let hung_pid = n.ctrd.identity();
+    let stopped = Stopped::stop(hung_pid.pid);
     let out = runtime(&cfg);
     drop(stopped);
     println!("hung containerd: guard ended after {:?}", out.elapsed);
-    out.expect(0, "remedy.restart", "pass")
-        .mentions("remedy.restart", &["not answering", &hung_pid.to_string()]);
+    out.expect(0, "remedy.restart", "pass").mentions(
+        "remedy.restart",
+        &["not answering", &hung_pid.pid.to_string()],
+    );
     assert_eq!(n.ctrd.restarts(), 1);
-    assert_ne!(n.ctrd.pid(), hung_pid);
+    assert!(!hung_pid.still_runs(), "containerd was restarted");
     assert!(
         out.elapsed < Duration::from_secs(60 + 15),
         "{:?}",
@@ -290,13 +292,13 @@ fn restart_command_missing_is_reported_counted_and_terminal() {
     };
     let missing = PathBuf::from("/nonexistent/containerd-guard-test/restart");
     let (n, cfg, before) = stale_with_restart("enoent", &missing);
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = runtime(&cfg);
     out.expect(4, "runtime.stale", "fail")
         .mentions("remedy.restart", &["cannot run", missing.to_str().unwrap()])
         .mentions("remedy.budget", &["TERMINAL"]);
     assert_eq!(recorded_restarts(&n).len(), 2, "each attempt counts");
-    assert_eq!(n.ctrd.pid(), pid, "containerd untouched");
+    pid.assert_still_runs("containerd untouched");
     before.assert_nothing_lost(&n.content());
 }
 
@@ -321,7 +323,7 @@ fn restart_command_hanging_is_killed_at_its_timeout() {
     let cfg = stale_config(&n, &hanging)
         .containerd_restart_timeout("2s")
         .write(&n.t);
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = runtime(&cfg);
     println!(
         "hanging restart command: guard ended after {:?}",
@@ -347,7 +349,7 @@ fn restart_command_hanging_is_killed_at_its_timeout() {
         "{:?}",
         out.elapsed
     );
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
     before.assert_nothing_lost(&n.content());
 }
 
@@ -367,7 +369,7 @@ fn restart_command_failing_is_reported_with_its_exit_status_and_terminal() {
         ),
     );
     let (n, cfg, before) = stale_with_restart("exit1", &failing);
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = runtime(&cfg);
     out.expect(4, "runtime.stale", "fail")
         .mentions(
@@ -380,7 +382,7 @@ fn restart_command_failing_is_reported_with_its_exit_status_and_terminal() {
         )
         .mentions("remedy.budget", &["TERMINAL"]);
     assert_eq!(lines_in(&log), 2, "run exactly restart_budget times");
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
     before.assert_nothing_lost(&n.content());
 }
 

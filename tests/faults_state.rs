@@ -12,6 +12,7 @@ use testkit as support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use support::node::{runtime, Node, TOOLS};
+use support::process::Identity;
 use support::suite::faults_inputs::{chmod, image, shown, InputsNode};
 use support::{root_or_skip, Guard, Mount, Outcome, TempRoot};
 
@@ -31,7 +32,7 @@ fn socket_node(n: &Node) -> PathBuf {
 /// hold; then the operator's fix (containerd restarted by hand recreates its socket)
 /// shows nothing was lost.
 #[track_caller]
-fn socket_fault_held(n: &Node, out: &Outcome, pid: i32, needles: &[&str]) {
+fn socket_fault_held(n: &Node, out: &Outcome, pid: Identity, needles: &[&str]) {
     assert_eq!(out.code, 1, "{}", out.dump());
     out.mentions("runtime.answers", needles);
     assert_eq!(out.status("runtime.answers"), "fail");
@@ -41,7 +42,7 @@ fn socket_fault_held(n: &Node, out: &Outcome, pid: i32, needles: &[&str]) {
         out.elapsed
     );
     assert_eq!(n.ctrd.restarts(), 0, "not proven stale: not restarted");
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
 }
 
 #[test]
@@ -52,7 +53,7 @@ fn socket_path_a_regular_file_is_named_and_containerd_not_restarted() {
     let n = Node::healthy(&image("sock-file"));
     let cfg = socket_node(&n);
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let sock = n.t.socket();
     std::fs::remove_file(&sock).unwrap();
     std::fs::write(&sock, "not a socket\n").unwrap();
@@ -70,7 +71,7 @@ fn socket_path_a_dangling_symlink_is_named_and_containerd_not_restarted() {
     let n = Node::healthy(&image("sock-link"));
     let cfg = socket_node(&n);
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let sock = n.t.socket();
     let nowhere = n.t.path().join("nowhere.sock");
     std::fs::remove_file(&sock).unwrap();
@@ -110,7 +111,7 @@ fn socket_the_guard_may_not_connect_to_is_named_and_containerd_not_restarted() {
     chmod(&sock, 0o660);
     chmod(&n.t.containerd_config(), 0o644);
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = Guard::with_config(&cfg)
         .wrapped_in(AS_NOBODY)
         .run(&["--json", "runtime"]);
@@ -182,12 +183,12 @@ fn stale_with_state_dir(
 
 /// No restart, because none could be recorded: exit 1 naming the state_dir problem.
 #[track_caller]
-fn refused_unrecorded(n: &Node, out: &Outcome, pid: i32, cause: &[&str]) {
+fn refused_unrecorded(n: &Node, out: &Outcome, pid: Identity, cause: &[&str]) {
     out.expect(1, "remedy.budget", "fail")
         .mentions("remedy.budget", &["cannot be recorded"])
         .mentions("remedy.budget", cause);
     assert_eq!(n.ctrd.restarts(), 0, "no restart without a durable record");
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
     assert!(!out.stderr.contains("panicked"), "{}", out.dump());
 }
 
@@ -222,7 +223,7 @@ fn state_dir_read_only_on_a_healthy_node_is_usable_with_a_warning_naming_it() {
         .sandbox_pull(false)
         .write(&n.t);
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = runtime(&cfg);
     out.expect(0, "remedy.budget", "warn").mentions(
         "remedy.budget",
@@ -233,7 +234,7 @@ fn state_dir_read_only_on_a_healthy_node_is_usable_with_a_warning_naming_it() {
     out.expect(0, "runtime.can-create", "warn")
         .mentions("runtime.can-create", &["cannot record it", &shown(&ro)]);
     assert_eq!(n.ctrd.restarts(), 0);
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
     before.assert_nothing_lost(&n.content());
 }
 
@@ -253,7 +254,7 @@ fn state_dir_on_a_full_tmpfs_refuses_the_restart_and_keeps_the_old_file_whole() 
     std::fs::write(dir.join("runtime.json"), &valid).unwrap();
     support::mounts::fill(&dir.join("filler"));
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = runtime(&cfg);
     refused_unrecorded(&n, &out, pid, &["No space left", "full"]);
     assert_eq!(
@@ -277,7 +278,7 @@ fn state_dir_that_is_a_regular_file_refuses_the_restart_naming_it() {
         f
     });
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = runtime(&cfg);
     refused_unrecorded(&n, &out, pid, &[&shown(&file), "not a directory"]);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "operator notes\n");
@@ -291,7 +292,7 @@ fn untrusted_state_file(tag: &str, bytes: &[u8], wrapper: &[&str]) -> Outcome {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("runtime.json"), bytes).unwrap();
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = Guard::with_config(&cfg)
         .wrapped_in(wrapper)
         .run(&["--json", "runtime"]);
@@ -300,7 +301,7 @@ fn untrusted_state_file(tag: &str, bytes: &[u8], wrapper: &[&str]) -> Outcome {
         &["cannot be trusted", "runtime.json.corrupt", "guard reset"],
     );
     assert_eq!(n.ctrd.restarts(), 0, "no budget is known: none is left");
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
     assert!(!out.stderr.contains("panicked"), "{}", out.dump());
     let kept = std::fs::metadata(dir.join("runtime.json.corrupt")).unwrap();
     assert_eq!(

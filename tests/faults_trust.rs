@@ -29,7 +29,7 @@ fn refused(tag: &str, fault: impl FnOnce(&Node, PathBuf) -> (PathBuf, Vec<String
     });
     let (cfg, needles) = fault(&n, cfg);
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = runtime(&cfg);
     let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
     out.expect_config_error(&needles);
@@ -146,7 +146,7 @@ fn config_fragment_writable_by_group_is_refused_exit_3() {
     .unwrap();
     chmod(&fragment, 0o664);
     let before = n.content();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let out = layered(&sysroot).run(&["--json", "runtime"]);
     out.expect_config_error(&[&shown(&fragment), "mode 0664", "chmod go-w"]);
     n.assert_untouched(pid, &before);

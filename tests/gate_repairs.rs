@@ -24,7 +24,7 @@ fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
     };
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s1", dead_port()));
     n.import_image();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let before = n.content();
     let out = runtime(&cfg);
@@ -49,7 +49,7 @@ fn s01_healthy_node_passes_and_nothing_is_restarted_or_imported() {
         "no CNI here; reported, not blocking"
     );
     assert_eq!(n.ctrd.restarts(), 0, "never restart a healthy containerd");
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
     for id in ["remedy.restart", "remedy.restore-image", "remedy.pull"] {
         assert!(
             !has_finding(&out, id),
@@ -87,7 +87,7 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
         "RuntimeReady stays true when stale: {}",
         v.dump()
     );
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let before = n.content();
     let started = Instant::now();
@@ -97,7 +97,7 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
     before.assert_nothing_lost(&n.content());
     assert_eq!(out.status("runtime.stale"), "pass", "{}", out.dump());
     assert_eq!(n.ctrd.restarts(), 1, "exactly one restart");
-    assert_ne!(n.ctrd.pid(), pid);
+    assert!(!pid.still_runs(), "containerd was restarted");
     assert!(
         !has_finding(&out, "remedy.restore-image"),
         "the volume had the image: {}",

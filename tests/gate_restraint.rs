@@ -49,7 +49,7 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
         c.sandbox_archives(&[&archive]).sandbox_pull(false)
     });
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let before = n.content();
     let out = runtime(&cfg);
     out.expect(1, "runtime.stale", "fail");
@@ -60,7 +60,7 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
         0,
         "a restart would orphan the running pod"
     );
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
     let status = Guard::with_config(&cfg).run(&["status"]);
     assert!(
         status.stdout.contains("refused-restart"),
@@ -189,7 +189,7 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
             .remediation_restart_budget(3)
             .hold_timeout("60s")
     });
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
     let before = n.content();
     // -v: a guard that finds the repair lock busy logs so ("another guard (pid N) is
     // repairing; waiting"), the evidence that they overlapped.
@@ -230,7 +230,7 @@ fn s15_concurrent_guards_restart_a_stale_containerd_exactly_once() {
     }
     assert_eq!(lines_in(&log), 1, "the restart command ran once:\n{all}");
     assert_eq!(n.ctrd.restarts(), 1, "containerd restarted once:\n{all}");
-    assert_ne!(n.ctrd.pid(), pid);
+    assert!(!pid.still_runs(), "containerd was restarted");
     for (what, o) in &outs {
         assert_eq!(o.code, 0, "`guard {what}` exit code:\n{all}");
         assert_eq!(o.status("runtime.stale"), "pass", "{what}:\n{all}");
@@ -276,7 +276,7 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
         return;
     };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:s16", dead_port()));
-    let stale_pid = n.ctrd.pid();
+    let stale_pid = n.ctrd.identity();
     let marker = n.t.path().join("s16-restart-started");
     let script = n.t.path().join("restart-s16");
     // A restart command that hangs (like a `systemctl restart` stuck on a stop job): it
@@ -386,7 +386,7 @@ fn s16_guard_killed_while_holding_the_repair_lock_leaves_no_stuck_lock() {
         out.dump()
     );
     assert_eq!(n.ctrd.restarts(), 1, "the working restart ran once");
-    assert_ne!(n.ctrd.pid(), stale_pid);
+    assert!(!stale_pid.still_runs(), "containerd was restarted");
     assert_eq!(recorded_restarts(&n).len(), 2);
     assert!(flock_holders(&lock_file).is_empty(), "released at exit");
     before.assert_nothing_lost(&n.content());

@@ -17,20 +17,6 @@ use support::{
     write_executable, Guard, KillOnDrop, TempRoot,
 };
 
-/// containerd's start time (`/proc/PID/stat` field 22, clock ticks since boot): a pid can
-/// be reused, a start time with it cannot.
-fn start_time(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("containerd's stat");
-    let after_comm = &stat[stat.rfind(')').expect("stat has (comm)") + 2..];
-    // field 3 is the first after comm; the start time is field 22
-    after_comm
-        .split_whitespace()
-        .nth(19)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// A pod left running by a containerd the test then replaced (the stale one `--force`
 /// restarted away): nothing will ever remove it, so on drop its shim and the shim's
 /// children (the pause process) are killed and its mounts below `dir` detached.
@@ -88,7 +74,7 @@ fn verify_repair_force_restarts_a_stale_containerd_with_running_tasks_once() {
         dir: n.t.path().to_path_buf(),
     };
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
-    let stale_pid = n.ctrd.pid();
+    let stale_pid = n.ctrd.identity();
 
     // README: "if the stale containerd still runs tasks it refuses and lists them: drain
     // the node first, then `guard verify --repair --force`".
@@ -103,7 +89,7 @@ fn verify_repair_force_restarts_a_stale_containerd_with_running_tasks_once() {
         refused.dump()
     );
     assert_eq!(n.ctrd.restarts(), 0, "refused: {}", refused.dump());
-    assert_eq!(n.ctrd.pid(), stale_pid);
+    stale_pid.assert_still_runs("containerd");
 
     let forced = Guard::with_config(&cfg).run(&["--json", "verify", "--repair", "--force"]);
     assert_eq!(
@@ -119,7 +105,7 @@ fn verify_repair_force_restarts_a_stale_containerd_with_running_tasks_once() {
         "exactly one restart: {}",
         forced.dump()
     );
-    assert_ne!(n.ctrd.pid(), stale_pid, "containerd was restarted");
+    assert!(!stale_pid.still_runs(), "containerd was restarted");
     on_volume.assert_nothing_lost(&n.content());
     n.kubelet_can_start_a_pod();
 }
@@ -132,7 +118,7 @@ fn verify_repair_dry_run_on_a_stale_containerd_names_the_restart_and_changes_not
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:dry", dead_port()));
     let restart = n.ctrd.restart_program();
     let cfg = n.config_with(&restart, |c| c.sandbox_pull(false));
-    let (pid, started) = (n.ctrd.pid(), start_time(n.ctrd.pid()));
+    let containerd = n.ctrd.identity();
     let before = n.content();
 
     // README: "--repair --dry-run prints each action it would take and changes nothing".
@@ -143,8 +129,7 @@ fn verify_repair_dry_run_on_a_stale_containerd_names_the_restart_and_changes_not
         "a dry run restarts nothing: {}",
         out.dump()
     );
-    assert_eq!(n.ctrd.pid(), pid, "{}", out.dump());
-    assert_eq!(start_time(pid), started, "the same containerd process");
+    containerd.assert_still_runs(&out.dump());
     assert!(
         !n.state_file().exists(),
         "a dry run writes no state file: {}",
@@ -234,7 +219,7 @@ fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_rest
         return;
     };
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:lock", dead_port()));
-    let stale_pid = n.ctrd.pid();
+    let stale_pid = n.ctrd.identity();
     let marker = n.t.path().join("restart-started");
     let hanging = n.t.path().join("restart-hangs");
     // The first guard's restart command hangs (a `systemctl restart` stuck on a stop job),
@@ -282,7 +267,7 @@ fn a_guard_waiting_on_a_live_holder_of_the_repair_lock_ends_within_its_hold_rest
     );
     assert!(!holder.exited(), "the holder still holds the lock");
     assert_eq!(n.ctrd.restarts(), 0, "the second guard restarted nothing");
-    assert_eq!(n.ctrd.pid(), stale_pid);
+    stale_pid.assert_still_runs("containerd");
     assert_eq!(
         recorded_restarts(&n).len(),
         1,
@@ -354,7 +339,7 @@ fn hygiene_on_a_stale_containerd_never_restarts_it() {
     // operator's `verify --repair`), and restores nothing into it.
     let n = Node::tkgs(&format!("127.0.0.1:{}/guard/pause:hyg", dead_port()));
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
-    let (pid, started) = (n.ctrd.pid(), start_time(n.ctrd.pid()));
+    let containerd = n.ctrd.identity();
     let before = n.content();
     let out = Guard::with_config(&cfg).run(&["--json", "hygiene"]);
     assert_eq!(
@@ -363,8 +348,7 @@ fn hygiene_on_a_stale_containerd_never_restarts_it() {
         "hygiene restarted containerd: {}",
         out.dump()
     );
-    assert_eq!(n.ctrd.pid(), pid, "{}", out.dump());
-    assert_eq!(start_time(pid), started, "the same containerd process");
+    containerd.assert_still_runs(&out.dump());
     assert!(
         !has_finding(&out, "remedy.restart") && !has_finding(&out, "remedy.restore-image"),
         "{}",

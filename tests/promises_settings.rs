@@ -135,7 +135,7 @@ fn require_network_holds_while_cri_reports_the_network_not_ready_and_not_otherwi
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:net", dead_port()));
     n.import_image();
     let restart = n.ctrd.restart_program();
-    let pid = n.ctrd.pid();
+    let pid = n.ctrd.identity();
 
     // README: `runtime.network` is "CRI NetworkReady; warn only, unless [hold]
     // require_network = true"; docs/configuration.md: `require_network = false` "does not
@@ -173,7 +173,7 @@ fn require_network_holds_while_cri_reports_the_network_not_ready_and_not_otherwi
         "a restart does not bring CNI: {}",
         out.dump()
     );
-    assert_eq!(n.ctrd.pid(), pid);
+    pid.assert_still_runs("containerd");
     println!(
         "BENCH require_network hold ended after {:.2}s",
         out.elapsed.as_secs_f64()

@@ -3,7 +3,6 @@
 //! own systemd unit (cgroup v1's `name=systemd` hierarchy). A guard configured for one
 //! never restarts the other.
 
-use containerd_guard::host::{proc, Host};
 use std::path::{Path, PathBuf};
 use support::node::{Node, TOOLS};
 use support::runtime::{dead_port, remove_pod_sandbox, start_pod_sandbox, PauseImage, Restartable};
@@ -58,12 +57,6 @@ impl Drop for PodSandbox {
     }
 }
 
-/// One process for good: its pid and start time.
-fn identity(pid: i32) -> (i32, u64) {
-    let p = proc::read_proc(&Host::live(), pid).unwrap_or_else(|| panic!("pid {pid} is gone"));
-    (pid, p.start_ticks)
-}
-
 /// A containerd on its own tree, with the sandbox image and a running pod sandbox.
 fn runtime_with_a_pod(name: &str) -> (TempRoot, Restartable, PauseImage, PathBuf, PodSandbox) {
     let t = TempRoot::new();
@@ -109,7 +102,7 @@ fn a_guard_for_one_of_two_containerds_never_restarts_the_other() {
     k3s.adopt(a.ctrd.pid());
     let system = UnitCgroup::new("containerd.service");
     system.adopt(ctrd_b.pid());
-    let (a_before, b_before) = (identity(a.ctrd.pid()), identity(ctrd_b.pid()));
+    let (a_before, b_before) = (a.ctrd.identity(), ctrd_b.identity());
 
     // `systemctl restart containerd` names B's unit: it must never be reached.
     let bin = a.t.path().join("bin");
@@ -136,7 +129,7 @@ fn a_guard_for_one_of_two_containerds_never_restarts_the_other() {
     out.mentions(
         "remedy.restart",
         &[
-            &format!("pid {} belongs to k3s.service", a_before.0),
+            &format!("pid {} belongs to k3s.service", a_before.pid),
             "k3s.service",
             "containerd.service",
         ],
@@ -146,12 +139,8 @@ fn a_guard_for_one_of_two_containerds_never_restarts_the_other() {
         "systemctl was reached: {:?}",
         std::fs::read_to_string(&calls)
     );
-    assert_eq!(identity(ctrd_b.pid()), b_before, "B was not restarted");
-    assert_eq!(
-        identity(a.ctrd.pid()),
-        a_before,
-        "A was not restarted either"
-    );
+    b_before.assert_still_runs("B was not restarted");
+    a_before.assert_still_runs("A was not restarted either");
 
     // A restart command that cannot be tied (the test's script restarting A by its pid
     // file) runs, says so, and still never touches B.
@@ -161,8 +150,9 @@ fn a_guard_for_one_of_two_containerds_never_restarts_the_other() {
     assert_eq!(out.status("remedy.restart"), "pass", "{}", out.dump());
     out.mentions("remedy.restart", &["cannot tie it"]);
     assert_eq!(a.ctrd.restarts(), 1);
-    assert_ne!(identity(a.ctrd.pid()), a_before, "A was restarted");
-    assert_eq!(identity(ctrd_b.pid()), b_before, "B was not restarted");
+    assert!(!a_before.still_runs(), "A was restarted");
+    assert_ne!(a.ctrd.identity(), a_before, "a new A runs");
+    b_before.assert_still_runs("B was not restarted");
     remove_pod_sandbox(&tb.socket(), &pod_b.id).expect("B's pod is still there to remove");
     drop((pod_a, pod_b, k3s, system));
 }

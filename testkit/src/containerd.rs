@@ -217,6 +217,13 @@ impl Containerd {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
 
+    /// This containerd as /proc knows it now: compare it later with
+    /// [`Identity::assert_still_runs`](super::process::Identity::assert_still_runs), never
+    /// [`Self::pid`] (the harness's handle keeps its pid after a kill).
+    pub fn identity(&self) -> super::process::Identity {
+        super::process::Identity::of(self.pid() as i32)
+    }
+
     /// The last lines of containerd's log, for assertion messages.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

@@ -58,6 +58,7 @@ pub mod locks;
 pub mod mounts;
 pub mod node;
 pub mod poll;
+pub mod process;
 pub mod runtime;
 pub mod skip;
 pub mod suite;

@@ -462,6 +462,14 @@ impl Restartable {
             .unwrap_or(0)
     }
 
+    /// This containerd as /proc knows it now: compare it later with
+    /// [`Identity::assert_still_runs`](super::process::Identity::assert_still_runs), never
+    /// [`Self::pid`] (the pid file changes only when the restart program runs).
+    pub fn identity(&self) -> super::process::Identity {
+        super::process::Identity::of(self.pid())
+    }
+
+    /// The pid the restart program last wrote (0 before it ran).
     pub fn pid(&self) -> i32 {
         std::fs::read_to_string(self.dir.join("containerd.pid"))
             .ok()

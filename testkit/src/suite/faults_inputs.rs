@@ -5,6 +5,7 @@ use crate as support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use support::node::Node;
+use support::process::Identity;
 use support::runtime::dead_port;
 use support::ContentSnapshot;
 
@@ -24,7 +25,7 @@ pub trait InputsNode {
     fn archive(&self) -> PathBuf;
     /// Nothing was done: no restart, the same containerd, no state written, no content
     /// lost.
-    fn assert_untouched(&self, pid: i32, before: &ContentSnapshot);
+    fn assert_untouched(&self, containerd: Identity, before: &ContentSnapshot);
 }
 
 impl InputsNode for Node {
@@ -35,9 +36,9 @@ impl InputsNode for Node {
     }
 
     #[track_caller]
-    fn assert_untouched(&self, pid: i32, before: &ContentSnapshot) {
+    fn assert_untouched(&self, containerd: Identity, before: &ContentSnapshot) {
         assert_eq!(self.ctrd.restarts(), 0, "nothing may be restarted");
-        assert_eq!(self.ctrd.pid(), pid, "the same containerd runs");
+        containerd.assert_still_runs("the same containerd runs");
         let state = self.state_file();
         assert!(!state.exists(), "nothing recorded: {}", state.display());
         before.assert_nothing_lost(&self.content());
