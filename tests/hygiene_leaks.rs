@@ -35,7 +35,7 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
     let leaky = n.pod("leaky");
     let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("leaky"));
     let task = make_leaked_task(&leaky, &cid);
-    let containerd_pid = n.ctrd.pid();
+    let containerd = n.ctrd.identity();
 
     show(&cfg, &["verify"]);
     let verify = guard(&cfg, &["verify"]);
@@ -83,7 +83,7 @@ fn h01_leaked_task_is_found_deleted_and_the_pod_can_be_removed() {
         .remove_pod()
         .unwrap_or_else(|e| panic!("RemovePodSandbox after the guard's repair: {e:?}"));
     bystander.unchanged("after the repair");
-    assert_eq!(n.ctrd.pid(), containerd_pid, "containerd was not restarted");
+    n.assert_never_restarted(containerd, &[&verify, &dry, &repair]);
 
     let status = Guard::with_config(&cfg).run(&["status"]);
     assert!(status.stdout.contains("delete-task"), "{}", status.dump());

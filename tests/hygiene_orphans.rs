@@ -40,7 +40,7 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
     let (cid, pid) = running_locker(&pod, "payload", &dir);
     let pids = n.make_orphan(&pod, &cid);
     let cgroup = pod.container_cgroup(&cid);
-    let containerd_pid = n.ctrd.pid();
+    let containerd = n.ctrd.identity();
     let retry = n.pod("orphan");
     assert!(
         !new_container_gets_lock(&retry, "blocked", &dir, "lock"),
@@ -91,7 +91,7 @@ fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_t
         "the lock is free"
     );
     bystander.unchanged("after the reap");
-    assert_eq!(n.ctrd.pid(), containerd_pid, "containerd was not restarted");
+    n.assert_never_restarted(containerd, &[&verify, &dry, &repair]);
 }
 
 #[test]

@@ -150,17 +150,22 @@ impl GuardConfig {
         GuardConfig::default()
     }
 
-    /// A config for `t`'s tree: `state_dir` and `[containerd] config` there, and the
-    /// metrics textfile there too (its directory created), so a test never writes the
-    /// host's node_exporter file.
+    /// A config for `t`'s tree: `state_dir` and `[containerd] config` there, the metrics
+    /// textfile there too (its directory created), so a test never writes the host's
+    /// node_exporter file, and `[containerd] restart` a program that only records that it
+    /// ran ([`TempRoot::unasked_restarts`]) and fails, so a guard that restarts where the
+    /// test asked for none is seen and never reaches the host's `systemctl`. A test that
+    /// means a restart sets its own program.
     pub fn in_tree(t: &TempRoot) -> GuardConfig {
         let textfile = t.metrics_textfile();
         std::fs::create_dir_all(textfile.parent().expect("textfile's directory"))
             .expect("create metrics dir");
+        let unasked = t.unasked_restart_program();
         GuardConfig::new()
             .state_dir(t.guard_state_dir())
             .containerd_config(t.containerd_config())
             .metrics_textfile(textfile)
+            .containerd_restart(&[&unasked.display().to_string()])
     }
 
     /// `[metrics] textfile = ""`: metrics off.

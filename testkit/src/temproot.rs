@@ -232,6 +232,30 @@ state = "{state}"
         )
     }
 
+    /// The restart program of [`GuardConfig::in_tree`]: it appends its arguments to
+    /// `unasked-restarts.log` in this tree and fails. Written on first use.
+    pub fn unasked_restart_program(&self) -> PathBuf {
+        let program = self.path().join("restart-unasked");
+        if !program.exists() {
+            let log = self.path().join("unasked-restarts.log");
+            let body = format!(
+                "#!/bin/sh\necho \"restart $*\" >> '{}'\n\
+                 echo 'restart: this test asked for none' >&2\nexit 1\n",
+                log.display()
+            );
+            super::write_executable(&program, &body);
+        }
+        program
+    }
+
+    /// How many times the guard ran [`Self::unasked_restart_program`]: a test that did
+    /// not mean a restart asserts 0.
+    pub fn unasked_restarts(&self) -> usize {
+        std::fs::read_to_string(self.path().join("unasked-restarts.log"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
     /// Writes [`GuardConfig::in_tree`] as the guard's config: `state_dir`, `[containerd]
     /// config` and the metrics textfile in this tree, every other key at its default.
     pub fn write_guard_config(&self) -> PathBuf {

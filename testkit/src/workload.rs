@@ -10,8 +10,10 @@
 //! and its cgroup directories removed in every hierarchy.
 
 use super::hygiene::{kill_shims_of, remove_cgroup_tree, unmount_under};
+use super::node::has_finding;
+use super::process::Identity;
 use super::runtime::{block_on_within, tar, PauseImage};
-use super::{poll_until, unique, Containerd, TempRoot};
+use super::{poll_until, unique, Containerd, Outcome, TempRoot};
 use containerd_guard::containerd::client::{connect, request};
 use containerd_guard::containerd::pod::HostNetworkPod;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -200,6 +202,21 @@ impl HygieneNode {
 
     pub fn socket(&self) -> PathBuf {
         self.t.socket()
+    }
+
+    /// The guard restarted nothing: `containerd` (identified before) still runs, the
+    /// config's restart program never ran, and no report in `outs` has `remedy.restart`.
+    #[track_caller]
+    pub fn assert_never_restarted(&self, containerd: Identity, outs: &[&Outcome]) {
+        containerd.assert_still_runs("containerd was not restarted");
+        assert_eq!(
+            self.t.unasked_restarts(),
+            0,
+            "the guard ran its restart program"
+        );
+        for out in outs {
+            assert!(!has_finding(out, "remedy.restart"), "{}", out.dump());
+        }
     }
 
     /// Restarts containerd (SIGTERM, shims live on) and waits until CRI has recovered.
