@@ -423,7 +423,7 @@ fn volume_unmounted_while_runtime_holds_is_seen_as_stale_and_nothing_is_lost() {
     // The volume's data, seen through a second mount of the same device.
     let again = n.t.path().join("volume-again");
     let _m = n.vol.device.mount(&again, "ro");
-    before.assert_nothing_lost(&ContentSnapshot::take(&again, None));
+    before.assert_nothing_lost(&ContentSnapshot::take(&again));
 }
 
 /// The digest of the first 4 MiB of a disk image: its superblock and group descriptors,

@@ -196,8 +196,8 @@ fn archive_appearing_later_writable_by_others_is_refused_at_import() {
     let Some(_root) = root_or_skip(TOOLS) else {
         return;
     };
-    let n = Node::healthy(&image("late-archive"));
-    let before = n.content();
+    let n = Node::with_other_image(&image("late-archive"));
+    let before = n.content_with_other_image();
     // containerd died (a restart is due); the archive is not there when the guard starts.
     n.ctrd.stop();
     let archive = n.t.path().join("late/pause.oci.tar");

@@ -43,7 +43,7 @@ fn cri_settings(image: &str, discard: bool) -> (u32, String) {
 /// The layer blob of the node's pause image is in its content store.
 fn has_layer(n: &Node, root: &Path) -> bool {
     let layer = sha256(&n.img.layer);
-    ContentSnapshot::take(root, None).has_blob(layer.trim_start_matches("sha256:"))
+    ContentSnapshot::take(root).has_blob(layer.trim_start_matches("sha256:"))
 }
 
 #[test]
@@ -67,7 +67,7 @@ fn an_image_whose_layers_containerd_discarded_after_unpacking_is_usable_and_left
         || (!has_layer(&n, &root)).then_some(()),
     );
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(true));
-    let before = ContentSnapshot::take(&root, Some(&n.t.socket()));
+    let before = ContentSnapshot::take(&root);
 
     let verify = Guard::with_config(&cfg).run(&["--json", "verify"]);
     verify.expect(0, "runtime.sandbox-image", "pass").mentions(
@@ -79,7 +79,7 @@ fn an_image_whose_layers_containerd_discarded_after_unpacking_is_usable_and_left
     for remedy in ["remedy.restore-image", "remedy.pull"] {
         assert!(!has_finding(&gate, remedy), "no {remedy}:\n{}", gate.dump());
     }
-    let after = ContentSnapshot::take(&root, Some(&n.t.socket()));
+    let after = ContentSnapshot::take(&root);
     assert_eq!(
         before, after,
         "the content store and the images are unchanged"

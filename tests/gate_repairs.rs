@@ -142,10 +142,11 @@ fn s03_empty_volume_over_running_containerd_restart_then_restore_from_archive() 
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
         c.sandbox_archives(&[&archive]).sandbox_pull(false)
     });
-    let before = n.content();
+    // the image data at risk is the old containerd's, beneath the volume
+    let before = n.content_beneath_volume();
     let out = runtime(&cfg);
     out.expect(0, "remedy.restart", "pass");
-    before.assert_nothing_lost(&n.content());
+    before.assert_nothing_lost(&n.content_beneath_volume());
     assert_eq!(out.status("remedy.restore-image"), "pass", "{}", out.dump());
     assert_eq!(
         out.status("runtime.sandbox-image"),

@@ -175,10 +175,7 @@ fn s18_metrics_reach_prometheus_through_node_exporter() {
     vol.mount = Some(vol.device.mount(&n.t.volume_path(), ""));
     let out = runtime(&cfg);
     assert_eq!(out.code, 4, "{}", out.dump());
-    before.assert_nothing_lost(&ContentSnapshot::take(
-        &n.t.volume_path(),
-        Some(&n.t.socket()),
-    ));
+    before.assert_nothing_lost(&ContentSnapshot::take(&n.t.volume_path()));
     let scraped = exporter.scrape();
     for line in [
         "containerd_guard_terminal 1",

@@ -50,7 +50,8 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
         c.sandbox_archives(&[&archive]).sandbox_pull(false)
     });
     let pid = n.ctrd.identity();
-    let before = n.content();
+    // the image data at risk is the stale containerd's, beneath the volume
+    let before = n.content_beneath_volume();
     let out = runtime(&cfg);
     out.expect(1, "runtime.stale", "fail");
     out.mentions("remedy.restart", &["refused", &pod, "--force"]);
@@ -79,7 +80,7 @@ fn s11_stale_containerd_with_running_tasks_is_not_restarted() {
         out.dump()
     );
     assert_eq!(n.ctrd.restarts(), 1);
-    before.assert_nothing_lost(&n.content());
+    before.assert_nothing_lost(&n.content_beneath_volume());
     n.kubelet_can_start_a_pod();
 }
 
@@ -104,12 +105,9 @@ fn s12_root_reached_through_a_symlink_is_not_mistaken_for_stale() {
     };
     n.import_image();
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
-    let before = ContentSnapshot::take(&n.t.path().join("data/containerd"), Some(&n.t.socket()));
+    let before = ContentSnapshot::take(&n.t.path().join("data/containerd"));
     let out = runtime(&cfg);
-    before.assert_nothing_lost(&ContentSnapshot::take(
-        &n.t.path().join("data/containerd"),
-        Some(&n.t.socket()),
-    ));
+    before.assert_nothing_lost(&ContentSnapshot::take(&n.t.path().join("data/containerd")));
     out.expect(0, "runtime.stale", "pass")
         .mentions("runtime.stale", &["data/containerd"]);
     assert_eq!(n.ctrd.restarts(), 0, "never restart a healthy containerd");

@@ -1,15 +1,14 @@
 //! "Nothing lost": what a fault case checks at its end. A snapshot of containerd's content
 //! store (every blob under `<root>/io.containerd.content.v1.content/blobs/sha256`, hashed,
-//! so a blob that is still there but changed counts as lost) and, while containerd answers,
-//! its image list in every namespace (name and target digest). After the guard ran, every
-//! image is still there with the same target, and every blob an image (before or after)
-//! reaches through its index, manifest and config is still there, unchanged: the guard never
-//! formats and never deletes image data. Blobs no image reaches are not counted: containerd's
-//! own garbage collector removes those when it starts, which a restart by the guard causes.
+//! so a blob that is still there but changed counts as lost) and of the images its
+//! metadata on the same disk holds (`meta.db`, read by [`super::bolt`]: never through a
+//! socket, which on a stale node is another containerd's and lists nothing). After the
+//! guard ran, every image is still there with the same target, and every blob an image
+//! (before or after) reaches through its index, manifest and config is still there,
+//! unchanged: the guard never formats and never deletes image data. Blobs no image reaches
+//! are not counted: containerd's own garbage collector removes those when it starts, which
+//! a restart by the guard causes. A check that reached no blob proves nothing and panics.
 
-use super::containerd::containerd_tool;
-use super::run_exe;
-use super::workload::CTR_TIMEOUT;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -20,48 +19,58 @@ pub struct ContentSnapshot {
     blobs: BTreeMap<String, String>,
     /// blob -> the blobs it names (an index's manifests, a manifest's config and layers)
     refs: BTreeMap<String, Vec<String>>,
-    /// "namespace/name@digest", when taken with a socket
-    images: Option<BTreeSet<String>>,
+    /// "namespace/name@digest" of every image in containerd's metadata
+    images: BTreeSet<String>,
 }
 
 impl ContentSnapshot {
-    /// Blobs under containerd's `root`; images too when `socket` is given (containerd must
-    /// answer on it).
-    pub fn take(root: &Path, socket: Option<&Path>) -> ContentSnapshot {
+    /// The blobs and images under containerd's `root` (its directory on the volume).
+    pub fn take(root: &Path) -> ContentSnapshot {
         let (blobs, refs) = blobs(root);
+        let images = super::bolt::images_on_disk(root)
+            .unwrap_or_else(|e| panic!("containerd's metadata: {e}"));
         ContentSnapshot {
             blobs,
             refs,
-            images: socket.map(images),
+            images: images.into_iter().collect(),
         }
     }
 
-    /// Panics naming every blob or image of `self` that `after` lacks or changed.
-    pub fn assert_nothing_lost(&self, after: &ContentSnapshot) {
+    /// Panics naming every blob or image of `self` that `after` lacks or changed, or when
+    /// `self` holds no blob an image reaches (a check of nothing); else returns how many
+    /// blobs and images it checked.
+    #[track_caller]
+    pub fn assert_nothing_lost(&self, after: &ContentSnapshot) -> usize {
         let mut lost: Vec<String> = Vec::new();
+        let mut checked = 0;
         for name in self.reached_with(after) {
             let Some(sum) = self.blobs.get(&name) else {
                 continue; // pulled or imported by the guard: growth
             };
+            checked += 1;
             match after.blobs.get(&name) {
                 None => lost.push(format!("blob {name} is gone")),
                 Some(s) if s != sum => lost.push(format!("blob {name} changed")),
                 Some(_) => {}
             }
         }
-        if let (Some(before), Some(now)) = (&self.images, &after.images) {
-            lost.extend(
-                before
-                    .iter()
-                    .filter(|i| !still_there(i, now))
-                    .map(|i| format!("image {i} is gone")),
-            );
-        }
+        assert!(
+            checked > 0,
+            "\"nothing lost\" checked nothing: no image on this disk reaches a blob \
+             (the test must hold data worth losing)\nbefore: {self:?}"
+        );
+        lost.extend(
+            self.images
+                .iter()
+                .filter(|i| !still_there(i, &after.images))
+                .map(|i| format!("image {i} is gone")),
+        );
         assert!(
             lost.is_empty(),
             "content lost:\n  {}\nbefore: {self:?}\nafter: {after:?}",
             lost.join("\n  ")
         );
+        checked + self.images.len()
     }
 
     pub fn blob_count(&self) -> usize {
@@ -72,7 +81,6 @@ impl ContentSnapshot {
     pub fn has_image_named(&self, name: &str) -> bool {
         self.images
             .iter()
-            .flatten()
             .any(|i| i.split_once('/').is_some_and(|(_, n)| n.starts_with(name)))
     }
 
@@ -84,7 +92,7 @@ impl ContentSnapshot {
     /// The images and every blob they reach, with its sum: what a command that changes
     /// nothing leaves as it was (blobs no image reaches are containerd's GC's to remove at
     /// any moment).
-    pub fn reached(&self) -> (Option<&BTreeSet<String>>, BTreeMap<&str, &str>) {
+    pub fn reached(&self) -> (&BTreeSet<String>, BTreeMap<&str, &str>) {
         let reached = self.reached_with(self);
         let blobs = self
             .blobs
@@ -92,15 +100,12 @@ impl ContentSnapshot {
             .filter(|(name, _)| reached.contains(*name))
             .map(|(name, sum)| (name.as_str(), sum.as_str()))
             .collect();
-        (self.images.as_ref(), blobs)
+        (&self.images, blobs)
     }
 
     /// Every blob reached from the images of `self` or `after`.
     fn reached_with(&self, after: &ContentSnapshot) -> BTreeSet<String> {
-        let targets = [&self.images, &after.images]
-            .into_iter()
-            .flatten()
-            .flatten();
+        let targets = self.images.iter().chain(&after.images);
         let mut todo: Vec<String> = targets
             .filter_map(|i| i.rsplit_once("@sha256:").map(|(_, d)| d.to_string()))
             .collect();
@@ -175,44 +180,4 @@ fn still_there(image: &str, now: &BTreeSet<String>) -> bool {
             .any(|i| i.rsplit_once('@').is_some_and(|(n, _)| n == name)),
         false => now.contains(image),
     }
-}
-
-fn images(socket: &Path) -> BTreeSet<String> {
-    let ctr = containerd_tool("ctr");
-    let address = socket.to_str().expect("socket path is UTF-8");
-    let namespaces = run_exe(
-        &ctr,
-        &[
-            "-a",
-            address,
-            "--timeout",
-            CTR_TIMEOUT,
-            "namespaces",
-            "ls",
-            "-q",
-        ],
-    );
-    let mut out = BTreeSet::new();
-    for ns in namespaces.lines().filter(|l| !l.is_empty()) {
-        let listed = run_exe(
-            &ctr,
-            &[
-                "-a",
-                address,
-                "--timeout",
-                CTR_TIMEOUT,
-                "-n",
-                ns,
-                "images",
-                "ls",
-            ],
-        );
-        for line in listed.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if let [name, _type, digest, ..] = f[..] {
-                out.insert(format!("{ns}/{name}@{digest}"));
-            }
-        }
-    }
-    out
 }

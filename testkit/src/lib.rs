@@ -43,6 +43,7 @@
 //! leak (a mount, loop device or containerd under it) fails the run and is cleaned up.
 
 pub mod alert_rules;
+pub mod bolt;
 pub mod bounded;
 pub mod containerd;
 pub mod content;

@@ -28,10 +28,10 @@ pub struct Node {
 }
 
 impl Node {
-    /// The volume's content store and, while containerd answers, its images: take one
+    /// The volume's content store and the images containerd's metadata there holds: take one
     /// before the guard acts and compare with [`ContentSnapshot::assert_nothing_lost`].
     pub fn content(&self) -> ContentSnapshot {
-        ContentSnapshot::take(&self.t.volume_path(), Some(&self.t.socket()))
+        ContentSnapshot::take(&self.t.volume_path())
     }
 
     /// The volume mounted at containerd's root, containerd started on it. `image` is the
@@ -65,6 +65,16 @@ impl Node {
             "the snapshot holds no {OTHER_IMAGE}: start the node with Node::with_other_image\n{snapshot:?}"
         );
         snapshot
+    }
+
+    /// What containerd's root directory holds beneath the volume mounted over it (a stale
+    /// containerd's data, which the guard must not lose either), seen through a bind mount
+    /// of its parent directory, which does not carry the volume; the bind undone after.
+    pub fn content_beneath_volume(&self) -> ContentSnapshot {
+        let root = self.t.volume_path();
+        let beneath = self.t.path().join("beneath-the-volume");
+        let _bind = Mount::bind(root.parent().expect("a parent"), &beneath);
+        ContentSnapshot::take(&beneath.join(root.file_name().expect("a name")))
     }
 
     /// As [`Node::healthy`], in a given tree (e.g. [`TempRoot::world_readable_in`]).

@@ -86,6 +86,33 @@ fn ctr(n: &Node, args: &[&str]) -> String {
 }
 
 #[test]
+fn nothing_lost_reads_the_images_on_the_disk_and_refuses_to_check_nothing() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let n = node_with_image("selftest-disk");
+    let empty = n.content();
+    assert!(
+        lost(&empty, &n.content()),
+        "a check that reached no blob proves nothing and must fail"
+    );
+    n.import_image();
+    let before = n.content();
+    // what containerd's metadata on the disk holds is what containerd lists
+    let listed = ctr(&n, &["images", "ls", "-q"]);
+    assert!(!listed.trim().is_empty());
+    for name in listed.lines() {
+        assert!(
+            before.has_image_named(name),
+            "{name} not read from meta.db: {before:?}"
+        );
+    }
+    // the image's manifest, config and layer at least
+    let checked = before.assert_nothing_lost(&n.content());
+    assert!(checked >= 3, "checked {checked}: {before:?}");
+}
+
+#[test]
 fn nothing_lost_fails_when_a_reachable_layer_is_damaged() {
     let Some(_root) = root_or_skip(TOOLS) else {
         return;
