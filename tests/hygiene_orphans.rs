@@ -15,16 +15,16 @@
 use testkit as support;
 
 use support::hygiene::{
-    cgroup_exists, cgroup_hierarchies, cmdline, ctr_task, make_leaked_task,
-    new_container_gets_lock, remove_cgroup_tree, shims_of,
+    cgroup_exists, cmdline, ctr_task, make_leaked_task, new_container_gets_lock,
+    remove_cgroup_tree, shims_of, CgroupPayload,
 };
 use support::locks::{pid_alive, KillOnDrop};
 use support::suite::hygiene::{
     guard, guard_config, guard_config_with, running_locker, serial, show, shown, Bystander,
     CtrMadeTask, TOOLS, WAIT,
 };
-use support::workload::{ctr_k8s, ctr_k8s_ok, pod_cgroup, HygieneNode, LOCKER_IMAGE};
-use support::{poll_until, random_uuid, root_or_skip, unique, Guard, Outcome};
+use support::workload::{ctr_k8s, ctr_k8s_ok, HygieneNode, LOCKER_IMAGE};
+use support::{poll_until, root_or_skip, Guard, Outcome};
 
 #[test]
 fn h02_orphaned_payload_is_found_with_its_lock_reaped_and_a_new_container_gets_the_lock() {
@@ -235,56 +235,6 @@ fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
     assert_not_forged("hygiene (table)", &repair);
     assert_eq!(repair.code, 0, "{}", repair.dump());
     assert!(pids.iter().all(|p| !pid_alive(*p)), "{pids:?} still alive");
-}
-
-/// A real `sleep` in a container cgroup laid out as kubelet's cgroupfs driver lays it out
-/// (`/kubepods/besteffort/pod<uid>/<64 hex>`, every hierarchy), with no task and no shim:
-/// what an orphan looks like to the rules. Killed and removed on drop.
-struct CgroupPayload {
-    container_id: String,
-    /// Its pod's cgroup, made for it alone: removed whole when it is dropped.
-    pod: String,
-    cgroup: String,
-    pid: i32,
-    child: std::process::Child,
-}
-
-impl CgroupPayload {
-    fn start() -> CgroupPayload {
-        let container_id = format!("{}{}", unique("", 32), unique("", 32));
-        let pod = pod_cgroup(&random_uuid());
-        let cgroup = format!("{pod}/{container_id}");
-        let child = std::process::Command::new("sleep")
-            .arg("600")
-            .spawn()
-            .expect("spawn sleep");
-        let pid = child.id() as i32;
-        // cpuset needs its cpus and mems copied down each level; the others suffice.
-        for h in cgroup_hierarchies()
-            .into_iter()
-            .filter(|h| !h.ends_with("cpuset"))
-        {
-            let dir = h.join(cgroup.trim_start_matches('/'));
-            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-            std::fs::write(dir.join("cgroup.procs"), pid.to_string())
-                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        }
-        CgroupPayload {
-            container_id,
-            pod,
-            cgroup,
-            pid,
-            child,
-        }
-    }
-}
-
-impl Drop for CgroupPayload {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        remove_cgroup_tree(&self.pod);
-    }
 }
 
 #[test]

@@ -467,3 +467,76 @@ pub fn probe_lock(pod: &Pod, name: &str, host_dir: &Path, file: &str) -> LockPro
 pub fn new_container_gets_lock(pod: &Pod, name: &str, host_dir: &Path, file: &str) -> bool {
     probe_lock(pod, name, host_dir, file).got_lock
 }
+
+/// A real `sleep` in a container cgroup laid out as kubelet's cgroupfs driver lays it out
+/// (`/kubepods/besteffort/pod<uid>/<64 hex>`, every hierarchy), with no task and no shim:
+/// what an orphan looks like to the rules. Killed and removed on drop.
+pub struct CgroupPayload {
+    pub container_id: String,
+    /// Its pod's cgroup, made for it alone: removed whole when it is dropped.
+    pub pod: String,
+    pub cgroup: String,
+    pub pid: i32,
+    child: std::process::Child,
+}
+
+impl CgroupPayload {
+    pub fn start() -> CgroupPayload {
+        let container_id = format!("{}{}", super::unique("", 32), super::unique("", 32));
+        let pod = super::workload::pod_cgroup(&super::random_uuid());
+        let cgroup = format!("{pod}/{container_id}");
+        let child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        // cpuset needs its cpus and mems copied down each level; the others suffice.
+        for h in cgroup_hierarchies()
+            .into_iter()
+            .filter(|h| !h.ends_with("cpuset"))
+        {
+            let dir = h.join(cgroup.trim_start_matches('/'));
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        }
+        CgroupPayload {
+            container_id,
+            pod,
+            cgroup,
+            pid,
+            child,
+        }
+    }
+}
+
+impl CgroupPayload {
+    /// Another `sleep`, put into this payload's cgroup (every hierarchy): a process the
+    /// rules never judged. The caller kills and reaps it.
+    pub fn join_another(&self) -> std::process::Child {
+        let child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        for h in cgroup_hierarchies()
+            .into_iter()
+            .filter(|h| !h.ends_with("cpuset"))
+        {
+            let procs = h
+                .join(self.cgroup.trim_start_matches('/'))
+                .join("cgroup.procs");
+            std::fs::write(&procs, pid.to_string())
+                .unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
+        }
+        child
+    }
+}
+
+impl Drop for CgroupPayload {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        remove_cgroup_tree(&self.pod);
+    }
+}
