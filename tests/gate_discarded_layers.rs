@@ -14,31 +14,7 @@ use std::time::Duration;
 use support::cri::pull_image;
 use support::node::{has_finding, runtime, Node, TOOLS};
 use support::runtime::{block_on, sha256, Registry};
-use support::temproot::containerd_config_version;
-use support::{poll_until, root_or_skip, ContentSnapshot, Guard, TempRoot};
-
-/// containerd's CRI settings for `image`, with `discard_unpacked_layers` as given.
-fn cri_settings(image: &str, discard: bool) -> (u32, String) {
-    match containerd_config_version() {
-        3 => (
-            3,
-            format!(
-                "[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true\n\
-                 [plugins.\"io.containerd.cri.v1.images\"]\n  discard_unpacked_layers = {discard}\n\
-                 [plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"{image}\"\n"
-            ),
-        ),
-        _ => (
-            2,
-            format!(
-                "[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n  \
-                 sandbox_image = \"{image}\"\n\
-                 [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  \
-                 discard_unpacked_layers = {discard}\n"
-            ),
-        ),
-    }
-}
+use support::{poll_until, root_or_skip, ContentSnapshot, CriConfig, Guard, TempRoot};
 
 /// The layer blob of the node's pause image is in its content store.
 fn has_layer(n: &Node, root: &Path) -> bool {
@@ -53,10 +29,8 @@ fn an_image_whose_layers_containerd_discarded_after_unpacking_is_usable_and_left
     };
     let reg = Registry::start();
     let image = format!("127.0.0.1:{}/guard/pause:discard", reg.port);
-    let n = Node::healthy_prepared(TempRoot::new(), &image, |t| {
-        let (version, cri) = cri_settings(&image, true);
-        t.write_containerd_config_text(version, &cri);
-    });
+    let discarding = CriConfig::new().discard_unpacked_layers(true);
+    let n = Node::healthy_cri(TempRoot::new(), &image, discarding);
     reg.push(&n.img, "guard/pause", "discard");
     block_on("CRI PullImage", pull_image(&n.t.socket(), &image)).expect("CRI pulls the image");
     let root = n.t.volume_path();
@@ -93,8 +67,8 @@ fn an_image_whose_layers_containerd_discarded_after_unpacking_is_usable_and_left
 
     // The same content without the setting: an absent layer is a broken image.
     n.ctrd.stop();
-    let (version, cri) = cri_settings(&image, false);
-    n.t.write_containerd_config_text(version, &cri);
+    let keeping = CriConfig::new().discard_unpacked_layers(false);
+    n.t.write_containerd_config_cri(&keeping.sandbox_image(&image));
     n.ctrd.restart_by_hand();
     let verify = Guard::with_config(&cfg).run(&["--json", "verify"]);
     verify

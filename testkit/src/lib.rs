@@ -48,6 +48,7 @@ pub mod bounded;
 pub mod containerd;
 pub mod content;
 pub mod cri;
+pub mod cri_config;
 pub mod executable;
 pub mod exporter;
 pub mod grpc_proxy;
@@ -70,6 +71,7 @@ pub use containerd::{
     containerd_major_minor, containerd_tool, containerd_version, Containerd, CONTAINERD_DIR_ENV,
 };
 pub use content::ContentSnapshot;
+pub use cri_config::CriConfig;
 pub use executable::{copy_executable, write_executable};
 pub use exporter::NodeExporter;
 pub use guard::{guard_bin, Guard, Outcome, Running};

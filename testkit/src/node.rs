@@ -89,7 +89,27 @@ impl Node {
         image: &str,
         before_start: impl FnOnce(&TempRoot),
     ) -> Node {
-        t.write_containerd_config_with(Some(image));
+        Node::start(
+            t,
+            &CriConfig::new().sandbox_image(image),
+            image,
+            before_start,
+        )
+    }
+
+    /// As [`Node::healthy_in`], containerd's CRI settings those of `cri` with `image` as
+    /// the sandbox image (`discard_unpacked_layers`, runc's own snapshotter).
+    pub fn healthy_cri(t: TempRoot, image: &str, cri: CriConfig) -> Node {
+        Node::start(t, &cri.sandbox_image(image), image, |_| {})
+    }
+
+    fn start(
+        t: TempRoot,
+        cri: &CriConfig,
+        image: &str,
+        before_start: impl FnOnce(&TempRoot),
+    ) -> Node {
+        t.write_containerd_config_cri(cri);
         let vol = LoopVolume::new(
             &t.images(),
             FsKind::Ext4,

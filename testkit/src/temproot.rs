@@ -9,7 +9,7 @@
 //!   <t>/run/containerd-guard     the guard's `state_dir` (status file, volume.ok marker)
 //!   <t>/img                      images for loop devices
 
-use super::GuardConfig;
+use super::{CriConfig, GuardConfig};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
@@ -113,28 +113,22 @@ impl TempRoot {
 
     /// Writes containerd's config.toml for the selected containerd
     /// ([`containerd_tool`](super::containerd_tool)): root, state, grpc.address and the CRI
-    /// settings this sandbox needs, with `sandbox_image` pinned when given. Version 2 for
-    /// containerd 1.x (`sandbox_image` and `restrict_oom_score_adj` in
-    /// `plugins."io.containerd.grpc.v1.cri"`), version 3 for 2.x (the sandbox image at
-    /// `plugins."io.containerd.cri.v1.images".pinned_images.sandbox`,
-    /// `restrict_oom_score_adj` in `plugins."io.containerd.cri.v1.runtime"`).
+    /// settings this sandbox needs, with `sandbox_image` pinned when given
+    /// ([`TempRoot::write_containerd_config_cri`] with only that set).
     pub fn write_containerd_config_with(&self, sandbox_image: Option<&str>) -> PathBuf {
-        if containerd_config_version() == 3 {
-            let pin = sandbox_image
-                .map(|i| {
-                    format!("\n[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"{i}\"\n")
-                })
-                .unwrap_or_default();
-            let cri = format!(
-                "[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true\n{pin}"
-            );
-            self.write_containerd_config_text(3, &cri)
-        } else {
-            let line = sandbox_image
-                .map(|i| format!("  sandbox_image = \"{i}\"\n"))
-                .unwrap_or_default();
-            self.write_containerd_config_v2(&line)
-        }
+        let cri = CriConfig::new();
+        self.write_containerd_config_cri(&match sandbox_image {
+            Some(image) => cri.sandbox_image(image),
+            None => cri,
+        })
+    }
+
+    /// Writes containerd's config.toml for the selected containerd with the CRI settings
+    /// `cri` chooses, rendered for its config version: 2 for containerd 1.x, 3 for 2.x
+    /// ([`containerd_config_version`]).
+    pub fn write_containerd_config_cri(&self, cri: &CriConfig) -> PathBuf {
+        let version = containerd_config_version();
+        self.write_containerd_config_text(version, &cri.render(version))
     }
 
     /// Writes containerd's config.toml as version 2 with `extra` appended verbatim to the

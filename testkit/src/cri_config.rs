@@ -1,0 +1,124 @@
+//! containerd's CRI settings a test chooses, as data: rendered for the config version the
+//! selected containerd reads (2 for 1.x, 3 for 2.x, where the CRI plugin is split into an
+//! images and a runtime plugin), so a test names a setting once and never writes the
+//! tables of either version itself. Written with [`TempRoot::write_containerd_config_cri`].
+//!
+//! ```text
+//! t.write_containerd_config_cri(&CriConfig::new().sandbox_image(&image).runc_snapshotter("native"));
+//! ```
+//!
+//! [`TempRoot::write_containerd_config_cri`]: super::TempRoot::write_containerd_config_cri
+
+/// The CRI settings of one test containerd; unset ones are containerd's defaults.
+#[derive(Debug, Clone, Default)]
+pub struct CriConfig {
+    sandbox_image: Option<String>,
+    discard_unpacked_layers: Option<bool>,
+    runc_snapshotter: Option<String>,
+}
+
+/// The tables of a config version: (runtime plugin, images plugin).
+fn plugins(version: u32) -> (&'static str, &'static str) {
+    match version {
+        3 => (
+            "io.containerd.cri.v1.runtime",
+            "io.containerd.cri.v1.images",
+        ),
+        _ => ("io.containerd.grpc.v1.cri", "io.containerd.grpc.v1.cri"),
+    }
+}
+
+impl CriConfig {
+    pub fn new() -> CriConfig {
+        CriConfig::default()
+    }
+
+    /// The sandbox image (`sandbox_image`; `pinned_images.sandbox` on 2.x).
+    pub fn sandbox_image(mut self, image: &str) -> CriConfig {
+        self.sandbox_image = Some(image.to_string());
+        self
+    }
+
+    /// `discard_unpacked_layers`: containerd deletes layer blobs once they are unpacked.
+    pub fn discard_unpacked_layers(mut self, discard: bool) -> CriConfig {
+        self.discard_unpacked_layers = Some(discard);
+        self
+    }
+
+    /// runc's own snapshotter (`runtimes.runc.snapshotter`, read by containerd 1.7 and
+    /// later), beside CRI's default one. runc is then declared whole (`runtime_type`), as
+    /// a table in the file replaces containerd's built-in entry.
+    pub fn runc_snapshotter(mut self, snapshotter: &str) -> CriConfig {
+        self.runc_snapshotter = Some(snapshotter.to_string());
+        self
+    }
+
+    /// The CRI tables for config `version` (2 or 3).
+    pub fn render(&self, version: u32) -> String {
+        let (runtime, images) = plugins(version);
+        let mut text = format!("[plugins.\"{runtime}\"]\n  restrict_oom_score_adj = true\n");
+        let image = self.sandbox_image.as_deref();
+        if let (Some(image), 2) = (image, version) {
+            text += &format!("  sandbox_image = \"{image}\"\n");
+        }
+        // version 2 keeps the images' settings in the runtimes' `containerd` table
+        let images_table = match version {
+            3 => format!("[plugins.\"{images}\"]\n"),
+            _ => format!("[plugins.\"{images}\".containerd]\n"),
+        };
+        if let Some(discard) = self.discard_unpacked_layers {
+            text += &format!("{images_table}  discard_unpacked_layers = {discard}\n");
+        }
+        if let (Some(image), 3) = (image, version) {
+            text += &format!("[plugins.\"{images}\".pinned_images]\n  sandbox = \"{image}\"\n");
+        }
+        if let Some(snapshotter) = &self.runc_snapshotter {
+            text += &format!(
+                "[plugins.\"{runtime}\".containerd.runtimes.runc]\n  \
+                 runtime_type = \"io.containerd.runc.v2\"\n  snapshotter = \"{snapshotter}\"\n"
+            );
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each setting lands in the table its version reads, and the text is valid TOML.
+    #[test]
+    fn each_setting_lands_where_its_version_reads_it() {
+        let cri = CriConfig::new()
+            .sandbox_image("x/pause:1")
+            .discard_unpacked_layers(true)
+            .runc_snapshotter("native");
+        let v2: toml::Table = cri.render(2).parse().expect("version 2 is TOML");
+        let cri2 = &v2["plugins"]["io.containerd.grpc.v1.cri"];
+        assert_eq!(cri2["sandbox_image"].as_str(), Some("x/pause:1"));
+        assert_eq!(
+            cri2["containerd"]["discard_unpacked_layers"].as_bool(),
+            Some(true)
+        );
+        let runc2 = &cri2["containerd"]["runtimes"]["runc"];
+        assert_eq!(runc2["snapshotter"].as_str(), Some("native"));
+        let v3: toml::Table = cri.render(3).parse().expect("version 3 is TOML");
+        let images = &v3["plugins"]["io.containerd.cri.v1.images"];
+        assert_eq!(
+            images["pinned_images"]["sandbox"].as_str(),
+            Some("x/pause:1")
+        );
+        assert_eq!(images["discard_unpacked_layers"].as_bool(), Some(true));
+        let runtime = &v3["plugins"]["io.containerd.cri.v1.runtime"];
+        let runc3 = &runtime["containerd"]["runtimes"]["runc"];
+        assert_eq!(
+            runc3["runtime_type"].as_str(),
+            Some("io.containerd.runc.v2")
+        );
+        assert_eq!(runc3["snapshotter"].as_str(), Some("native"));
+        let plain: toml::Table = CriConfig::new().render(3).parse().unwrap();
+        assert!(plain["plugins"]
+            .get("io.containerd.cri.v1.images")
+            .is_none());
+    }
+}
