@@ -87,6 +87,13 @@ impl<'a> Look<'a> {
         self.answered.as_ref().map(|(conn, _)| conn)
     }
 
+    /// containerd's version as its `Version` answered; `None` before it answered, or
+    /// when it did not say.
+    pub fn containerd_version(&self) -> Option<&str> {
+        let (_, version) = self.answered.as_ref()?;
+        version.as_ref().ok().map(|(v, _)| v.as_str())
+    }
+
     /// The connection, for what the run does after the look (remedies).
     pub fn into_conn(self) -> Option<Conn> {
         self.answered.map(|(conn, _)| conn)

@@ -42,6 +42,11 @@ pub struct ContainerdConfig {
     /// The snapshotter is a proxy plugin (`[proxy_plugins.NAME] type = "snapshot"`): a
     /// remote snapshotter (stargz, SOCI), which may unpack an image lazily.
     pub remote_snapshotter: bool,
+    /// CRI's own snapshotter, whatever the runtime's: the one containerd 1.6 uses, as it
+    /// ignores `runtimes.<name>.snapshotter` (see [`reads_runtime_snapshotter`]).
+    pub cri_snapshotter: String,
+    pub cri_snapshotter_key: String,
+    pub cri_remote_snapshotter: bool,
     /// `discard_unpacked_layers = true`: containerd deletes an image's layer blobs once it
     /// is unpacked, so a healthy image may lack them.
     pub discard_unpacked_layers: bool,
@@ -65,6 +70,9 @@ impl ContainerdConfig {
             snapshotter: DEFAULT_SNAPSHOTTER.into(),
             snapshotter_key: "(containerd default)".into(),
             remote_snapshotter: false,
+            cri_snapshotter: DEFAULT_SNAPSHOTTER.into(),
+            cri_snapshotter_key: "(containerd default)".into(),
+            cri_remote_snapshotter: false,
             discard_unpacked_layers: false,
             sandbox_runtime: "runc".into(),
             systemd_cgroup: false,
@@ -262,18 +270,39 @@ fn images(table: &toml::Table, version: i64, c: &mut ContainerdConfig) -> Result
     let name_path = [runtimes, &["default_runtime_name"]].concat();
     c.sandbox_runtime = get_str(table, &name_path)?.unwrap_or("runc").to_string();
     let cri = [images, &["snapshotter"]].concat();
+    if let Some(s) = get_str(table, &cri)?.filter(|s| !s.is_empty()) {
+        (c.cri_snapshotter, c.cri_snapshotter_key) = (s.to_string(), key(&cri));
+    }
+    (c.snapshotter, c.snapshotter_key) = (c.cri_snapshotter.clone(), c.cri_snapshotter_key.clone());
     let own = [runtimes, &["runtimes", &c.sandbox_runtime, "snapshotter"]].concat();
-    for path in [cri, own] {
-        if let Some(s) = get_str(table, &path)?.filter(|s| !s.is_empty()) {
-            c.snapshotter = s.to_string();
-            c.snapshotter_key = key(&path);
-        }
+    if let Some(s) = get_str(table, &own)?.filter(|s| !s.is_empty()) {
+        (c.snapshotter, c.snapshotter_key) = (s.to_string(), key(&own));
     }
     let discard = [images, &["discard_unpacked_layers"]].concat();
     c.discard_unpacked_layers = get_bool(table, &discard)?.unwrap_or(false);
-    let proxy = ["proxy_plugins", c.snapshotter.as_str(), "type"];
-    c.remote_snapshotter = get_str(table, &proxy)? == Some("snapshot");
+    let remote = |name: &str| get_str(table, &["proxy_plugins", name, "type"]);
+    c.remote_snapshotter = remote(&c.snapshotter)? == Some("snapshot");
+    c.cri_remote_snapshotter = remote(&c.cri_snapshotter)? == Some("snapshot");
     Ok(())
+}
+
+/// Whether containerd of `version` (as its `Version` answers: `1.6.20~ds1`, `v1.7.24`)
+/// unpacks a runtime's sandboxes in `runtimes.<name>.snapshotter`: 1.7 and later do
+/// (containerd #6657); 1.6 ignores the key and uses CRI's snapshotter. A version that
+/// does not read as one is taken as a current containerd.
+pub fn reads_runtime_snapshotter(version: &str) -> bool {
+    let mut parts = version.trim_start_matches('v').split('.');
+    let mut number = || -> Option<u32> {
+        let part = parts.next()?;
+        let digits = part
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(part.len());
+        part[..digits].parse().ok()
+    };
+    match (number(), number()) {
+        (Some(major), Some(minor)) => (major, minor) >= (1, 7),
+        _ => true,
+    }
 }
 
 /// `SystemdCgroup` of the default runtime's options (runc's: `default_runtime_name`).

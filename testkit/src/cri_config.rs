@@ -28,6 +28,19 @@ fn plugins(version: u32) -> (&'static str, &'static str) {
     }
 }
 
+/// containerd 2.x pulls through its transfer service, which unpacks only for the
+/// snapshotters its `unpack_config` lists (by default CRI's default, overlayfs).
+fn transfer_unpacks(snapshotters: &[&str]) -> String {
+    let arch = containerd_guard::containerd::oci::oci_arch(std::env::consts::ARCH);
+    let entry = |s: &&str| {
+        format!(
+            "[[plugins.\"io.containerd.transfer.v1.local\".unpack_config]]\n  \
+             platform = \"linux/{arch}\"\n  snapshotter = \"{s}\"\n"
+        )
+    };
+    snapshotters.iter().map(entry).collect()
+}
+
 impl CriConfig {
     pub fn new() -> CriConfig {
         CriConfig::default()
@@ -47,7 +60,10 @@ impl CriConfig {
 
     /// runc's own snapshotter (`runtimes.runc.snapshotter`, read by containerd 1.7 and
     /// later), beside CRI's default one. runc is then declared whole (`runtime_type`), as
-    /// a table in the file replaces containerd's built-in entry.
+    /// a table in the file replaces containerd's built-in entry. On 2.x the images plugin
+    /// is told too (`runtime_platforms.runc.snapshotter`), and the transfer service may
+    /// unpack there (`unpack_config`): a CRI pull for runc's pods unpacks there only with
+    /// both, as a 2.x node with a runtime's own snapshotter sets them.
     pub fn runc_snapshotter(mut self, snapshotter: &str) -> CriConfig {
         self.runc_snapshotter = Some(snapshotter.to_string());
         self
@@ -77,6 +93,12 @@ impl CriConfig {
                 "[plugins.\"{runtime}\".containerd.runtimes.runc]\n  \
                  runtime_type = \"io.containerd.runc.v2\"\n  snapshotter = \"{snapshotter}\"\n"
             );
+            if version == 3 {
+                text += &format!(
+                    "[plugins.\"{images}\".runtime_platforms.runc]\n  snapshotter = \"{snapshotter}\"\n"
+                );
+                text += &transfer_unpacks(&["overlayfs", snapshotter]);
+            }
         }
         text
     }
@@ -116,6 +138,13 @@ mod tests {
             Some("io.containerd.runc.v2")
         );
         assert_eq!(runc3["snapshotter"].as_str(), Some("native"));
+        let platform = &images["runtime_platforms"]["runc"];
+        assert_eq!(platform["snapshotter"].as_str(), Some("native"));
+        let unpacks = v3["plugins"]["io.containerd.transfer.v1.local"]["unpack_config"]
+            .as_array()
+            .expect("unpack_config is an array of tables");
+        let names: Vec<_> = unpacks.iter().map(|u| u["snapshotter"].as_str()).collect();
+        assert_eq!(names, [Some("overlayfs"), Some("native")]);
         let plain: toml::Table = CriConfig::new().render(3).parse().unwrap();
         assert!(plain["plugins"]
             .get("io.containerd.cri.v1.images")

@@ -44,7 +44,12 @@ pub struct ImageFacts {
     /// Where the reference came from (config key).
     pub source: String,
     pub snapshotter: String,
-    /// Why layer blobs may be absent from a healthy image, as [`Wanted`] says.
+    /// Which key of containerd's config chose the snapshotter, and why (evidence);
+    /// `None` where nothing said it (the fake world).
+    pub snapshotter_said: Option<String>,
+    /// A remote snapshotter (a proxy plugin): the image is judged by its snapshot alone.
+    pub remote: bool,
+    /// Why layer blobs may be absent from a healthy image, as [`Snapshotter`] says.
     pub layers_may_be_absent: Option<String>,
     pub platform: String,
     pub state: ImageState,
@@ -67,8 +72,23 @@ pub struct Pin {
 pub struct Wanted {
     pub reference: String,
     pub source: String,
-    /// The snapshotter the sandbox is unpacked into (its runtime's own, else CRI's).
-    pub snapshotter: String,
+    /// The snapshotter the sandbox is unpacked into where containerd reads a runtime's own
+    /// (1.7 and later): the sandbox runtime's own, else CRI's.
+    pub snapshotter: Snapshotter,
+    /// CRI's own snapshotter: the one containerd 1.6 uses whatever the runtime says.
+    pub cri_snapshotter: Snapshotter,
+    /// The runtime pod sandboxes run with (`default_runtime_name`).
+    pub runtime: String,
+}
+
+/// A snapshotter as containerd's config names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshotter {
+    pub name: String,
+    /// The key that named it (`(containerd default)` when none did).
+    pub key: String,
+    /// A proxy plugin (`[proxy_plugins.NAME] type = "snapshot"`): a remote snapshotter.
+    pub remote: bool,
     /// Why a healthy image may lack its layer blobs once unpacked, as containerd's config
     /// says (`discard_unpacked_layers = true`, or a remote snapshotter that unpacks
     /// lazily); `None`: every layer must be there. The image is then judged by its
@@ -76,19 +96,51 @@ pub struct Wanted {
     pub layers_may_be_absent: Option<String>,
 }
 
+impl Wanted {
+    /// The snapshotter containerd of `version` (its `Version` answer) starts the sandbox
+    /// from, and what chose it (evidence).
+    pub fn judged(&self, version: Option<&str>) -> (&Snapshotter, String) {
+        use crate::containerd::config::reads_runtime_snapshotter;
+        let (own, cri) = (&self.snapshotter, &self.cri_snapshotter);
+        if own == cri {
+            return (cri, format!("snapshotter {}: {}", cri.name, cri.key));
+        }
+        match version {
+            Some(v) if !reads_runtime_snapshotter(v) => (
+                cri,
+                format!(
+                    "snapshotter {}: {}; containerd {v} ignores {} (read from 1.7 on)",
+                    cri.name, cri.key, own.key
+                ),
+            ),
+            _ => (
+                own,
+                format!(
+                    "snapshotter {}: {}, runtime {} runs the pod sandboxes",
+                    own.name, own.key, self.runtime
+                ),
+            ),
+        }
+    }
+}
+
 /// The image's facts; CRI's `pinned` comes from the runtime family's `ImageStatus`
 /// (kubelet's own start call, asked once) through [`with_cri_answer`].
-pub async fn gather(conn: &Conn, w: &Wanted) -> ImageFacts {
+/// `version`: containerd's answer to `Version`, which decides the snapshotter
+/// ([`Wanted::judged`]).
+pub async fn gather(conn: &Conn, w: &Wanted, version: Option<&str>) -> ImageFacts {
     let arch = oci_arch(std::env::consts::ARCH);
     let name = normalize_ref(&w.reference);
-    let layers_optional = w.layers_may_be_absent.is_some();
-    let (state, labelled) = check(conn, &name, &w.snapshotter, layers_optional, arch).await;
+    let (snapshotter, said) = w.judged(version);
+    let (state, labelled) = check(conn, &name, snapshotter, arch).await;
     ImageFacts {
         reference: w.reference.clone(),
         name,
         source: w.source.clone(),
-        snapshotter: w.snapshotter.clone(),
-        layers_may_be_absent: w.layers_may_be_absent.clone(),
+        snapshotter: snapshotter.name.clone(),
+        snapshotter_said: Some(said),
+        remote: snapshotter.remote,
+        layers_may_be_absent: snapshotter.layers_may_be_absent.clone(),
         platform: format!("linux/{arch}"),
         state,
         pin: labelled.map(|labelled| Pin {
@@ -110,13 +162,12 @@ pub fn with_cri_answer(
 }
 
 /// The full check of image `name` (linux/`arch`) in namespace k8s.io, and whether its
-/// record carries the pin label (`None`: no record, or it could not be read).
-/// `layers_optional`: absent layer blobs are judged by the snapshot alone.
+/// record carries the pin label (`None`: no record, or it could not be read). Where
+/// layer blobs may be absent, they are judged by the snapshot alone.
 pub async fn check(
     conn: &Conn,
     name: &str,
-    snapshotter: &str,
-    layers_optional: bool,
+    snapshotter: &Snapshotter,
     arch: &str,
 ) -> (ImageState, Option<bool>) {
     let top = match record(conn, name).await {
@@ -124,18 +175,12 @@ pub async fn check(
         Ok(None) => return (ImageState::Missing, None),
         Err(e) => return (ImageState::Unknown(e.to_string()), None),
     };
-    let walked = walk(conn, top.target, snapshotter, layers_optional, arch).await;
+    let walked = walk(conn, top.target, snapshotter, arch).await;
     (walked, Some(top.pin_label))
 }
 
 /// From the image's target to its snapshot.
-async fn walk(
-    conn: &Conn,
-    top: Desc,
-    snapshotter: &str,
-    layers_optional: bool,
-    arch: &str,
-) -> ImageState {
+async fn walk(conn: &Conn, top: Desc, snapshotter: &Snapshotter, arch: &str) -> ImageState {
     let manifest_desc = match platform_manifest(conn, top, "linux", arch).await {
         Ok(d) => d,
         Err(state) => return state,
@@ -145,13 +190,16 @@ async fn walk(
         Err(state) => return state,
     };
     let complete = absent.is_empty();
-    match snapshot_exists(conn, snapshotter, &chain).await {
+    let layers_optional = snapshotter.layers_may_be_absent.is_some();
+    match snapshot_exists(conn, &snapshotter.name, &chain).await {
         Err(e) => ImageState::Unknown(e.to_string()),
         Ok(true) if complete || layers_optional => ImageState::Usable {
             digest: manifest_desc.digest,
             chain_id: chain,
             absent_layers: absent.len(),
         },
+        // a remote snapshotter fetches layers itself: only its snapshot says anything
+        Ok(false) if snapshotter.remote => ImageState::NotUnpacked { chain_id: chain },
         // layers that must be there, or absent ones without the snapshot they became
         Ok(_) if !complete => ImageState::Incomplete { missing: absent },
         Ok(_) => ImageState::NotUnpacked { chain_id: chain },

@@ -18,7 +18,8 @@ impl Family for SandboxImage {
     /// answers family's CRI answers, awaited after this family's own calls: asked once).
     async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
         use tracing::Instrument;
-        let own = facts::gather(look.conn()?, &look.target.image);
+        let version = look.containerd_version();
+        let own = facts::gather(look.conn()?, &look.target.image, version);
         let image = own.instrument(tracing::debug_span!("sandbox_image facts")).await;
         let cri = look.cri().await?;
         Some(facts::with_cri_answer(image, &cri.sandbox_status))

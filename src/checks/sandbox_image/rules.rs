@@ -27,11 +27,18 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
             chain_id,
             absent_layers,
         } => {
-            let summary = format!(
-                "sandbox image {what} is complete and unpacked for {}",
-                img.snapshotter
-            );
+            let summary = match img.remote {
+                true => format!(
+                    "sandbox image {what} is unpacked in the remote snapshotter {}",
+                    img.snapshotter
+                ),
+                false => format!(
+                    "sandbox image {what} is complete and unpacked for {}",
+                    img.snapshotter
+                ),
+            };
             let f = Finding::pass(ID, summary).evidence(format!("{digest}, chain {chain_id}"));
+            let f = said(f, img);
             let f = match (absent_layers, &img.layers_may_be_absent) {
                 (0, _) | (_, None) => f,
                 (n, Some(why)) => f.evidence(format!(
@@ -57,14 +64,13 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
             (f, true)
         }
         ImageState::NotUnpacked { chain_id } => {
+            let remote = if img.remote { "remote " } else { "" };
             let summary = format!(
-                "sandbox image {what} is not unpacked for the {} snapshotter",
+                "sandbox image {what} is not unpacked for the {remote}{} snapshotter",
                 img.snapshotter
             );
-            let f = Finding::fail(ID, summary)
-                .evidence(format!("no snapshot {chain_id}"))
-                .evidence(from)
-                .remedy(FIX);
+            let f = Finding::fail(ID, summary).evidence(format!("no snapshot {chain_id}"));
+            let f = said(f, img).evidence(from).remedy(FIX);
             (f, true)
         }
         // The check itself failed: no remedy is guessed.
@@ -77,6 +83,14 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
                 false,
             )
         }
+    }
+}
+
+/// `f` with the line saying which key chose the snapshotter judged, where one is known.
+fn said(f: Finding, img: &ImageFacts) -> Finding {
+    match &img.snapshotter_said {
+        Some(said) => f.evidence(said.clone()),
+        None => f,
     }
 }
 
@@ -150,6 +164,8 @@ mod tests {
             name: "registry.k8s.io/pause:3.10".into(),
             source: "(containerd default)".into(),
             snapshotter: "overlayfs".into(),
+            snapshotter_said: None,
+            remote: false,
             layers_may_be_absent: None,
             platform: "linux/amd64".into(),
             state: ImageState::Usable {
@@ -197,6 +213,25 @@ mod tests {
             assert_eq!((finding.status, pins), (status, fix), "{name}: {finding:?}");
         }
         assert_eq!(pinned(None).0.status, Status::Skip);
+    }
+
+    /// A remote snapshotter is named in the verdict both ways, and a missing snapshot
+    /// there is "not unpacked", whatever the layers.
+    #[test]
+    fn a_remote_snapshotter_is_named() {
+        let mut img = facts(None);
+        (img.remote, img.snapshotter) = (true, "stargz".into());
+        img.snapshotter_said = Some("snapshotter stargz: proxy_plugins.stargz".into());
+        let (f, _) = evaluate(Some(&img));
+        assert_eq!(f.status, Status::Pass);
+        assert!(f.summary.contains("remote snapshotter stargz"), "{f:?}");
+        assert!(f.evidence.iter().any(|e| e.contains("proxy_plugins.stargz")), "{f:?}");
+        img.state = ImageState::NotUnpacked {
+            chain_id: "sha256:c".into(),
+        };
+        let (f, restore) = evaluate(Some(&img));
+        assert_eq!((f.status, restore), (Status::Fail, true));
+        assert!(f.summary.contains("not unpacked for the remote stargz snapshotter"), "{f:?}");
     }
 
     #[test]

@@ -127,3 +127,28 @@ fn the_sandboxs_snapshotter_is_its_runtimes_own_else_cris() {
         .unwrap_err()
         .contains("discard_unpacked_layers` must be true or false"));
 }
+
+#[test]
+fn containerd_1_6_ignores_a_runtimes_own_snapshotter() {
+    let v2 = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n\
+              snapshotter = \"native\"\n";
+    let c = parse(v2).unwrap();
+    assert_eq!(
+        (c.snapshotter.as_str(), c.cri_snapshotter.as_str()),
+        ("native", "overlayfs")
+    );
+    assert_eq!(c.cri_snapshotter_key, "(containerd default)");
+    for (version, reads) in [
+        ("1.6.20~ds1", false),
+        ("v1.6.39", false),
+        ("1.5.9", false),
+        ("0.9", false),
+        ("1.7.24~ds1-1", true),
+        ("v2.1.9", true),
+        ("10.0", true),
+        ("", true),
+        ("dev", true),
+    ] {
+        assert_eq!(reads_runtime_snapshotter(version), reads, "{version:?}");
+    }
+}

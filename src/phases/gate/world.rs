@@ -108,6 +108,10 @@ pub struct RealWorld<'a> {
     /// kubelet's start path), and keeps the answer for the boot (`Some(true)`: the run
     /// writes).
     kubelet_version: Option<bool>,
+    /// containerd's version as it last answered: it decides the snapshotter a remedy
+    /// unpacks the sandbox image for
+    /// ([`crate::checks::sandbox_image::facts::Wanted::judged`]).
+    version: Option<String>,
 }
 
 impl<'a> RealWorld<'a> {
@@ -122,6 +126,7 @@ impl<'a> RealWorld<'a> {
             own_mounts: None,
             call_timeout: CALL_TIMEOUT,
             kubelet_version: None,
+            version: None,
         }
     }
 
@@ -258,7 +263,9 @@ impl World for RealWorld<'_> {
             }
         };
         let answered = Observation::gather(&look, Stage::Containerd, looked_at).await;
+        let version = look.containerd_version().map(String::from);
         self.conn = look.into_conn();
+        self.version = version;
         answered.or(files)
     }
 
@@ -319,8 +326,13 @@ impl World for RealWorld<'_> {
 
     async fn pull(&mut self) -> Result<String, RemedyError> {
         let conn = self.conn()?;
-        let reference = &self.target.image.reference;
-        let pulled = pull::pull(conn, reference, self.settings.sandbox.pull_timeout).await?;
+        let image = &self.target.image;
+        // the runtime named, where its own snapshotter is judged, so that containerd
+        // unpacks the image there and not in CRI's
+        let judged = image.judged(self.version.as_deref()).0;
+        let handler = (judged != &image.cri_snapshotter).then_some(image.runtime.as_str());
+        let timeout = self.settings.sandbox.pull_timeout;
+        let pulled = pull::pull(conn, &image.reference, handler, timeout).await?;
         Ok(format!(
             "{pulled}; {}",
             pinned(conn, &self.image_name()).await
@@ -347,7 +359,8 @@ impl World for RealWorld<'_> {
     }
 
     fn snapshotter(&self) -> String {
-        self.target.image.snapshotter.clone()
+        let judged = self.target.image.judged(self.version.as_deref()).0;
+        judged.name.clone()
     }
 }
 

@@ -88,6 +88,8 @@ fn healthy() -> Observation {
             name: "registry.k8s.io/pause:3.6".into(),
             source: "(containerd default)".into(),
             snapshotter: "overlayfs".into(),
+            snapshotter_said: None,
+            remote: false,
             layers_may_be_absent: None,
             platform: "linux/amd64".into(),
             state: ImageState::Usable { digest: "sha256:a".into(), chain_id: "sha256:b".into(), absent_layers: 0 },

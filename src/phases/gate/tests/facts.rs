@@ -168,6 +168,8 @@ pub(super) fn image_facts(missing: bool) -> ImageFacts {
         name: "registry.k8s.io/pause:3.6".into(),
         source: "(containerd default)".into(),
         snapshotter: "overlayfs".into(),
+        snapshotter_said: None,
+        remote: false,
         layers_may_be_absent: None,
         platform: "linux/amd64".into(),
         state,
