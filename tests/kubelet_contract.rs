@@ -4,6 +4,8 @@
 //! given to the guard alone: it runs in a mount namespace of its own where the test's
 //! directory is `/etc/systemd/system` (the test host has no kubelet unit). And one look
 //! reads kubelet's files once, however many families judge them (counted with `strace`).
+//! On this host's own cgroups (v1 or v2, read apart from the guard), kubelet 1.35's refusal
+//! of cgroup v1 as `guard verify` judges it.
 //! Root only.
 
 use testkit as support;
@@ -164,4 +166,52 @@ fn k03_a_look_reads_kubelets_files_once_for_all_its_families() {
     // verify's volume checks read it too, beside the gate, in a phase of their own
     let verify = opens_of(&cfg, &file, &["verify"]);
     assert_eq!(verify.len(), 2, "guard verify: {verify:#?}");
+}
+
+/// Whether this host mounts cgroup v1 (hybrid included), read apart from the guard:
+/// `statfs` of `/sys/fs/cgroup`, which is cgroup2 itself only on a pure v2 host.
+fn host_is_cgroup_v1() -> bool {
+    use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
+    let fs = statfs("/sys/fs/cgroup").expect("statfs /sys/fs/cgroup");
+    fs.filesystem_type() != CGROUP2_SUPER_MAGIC
+}
+
+#[test]
+fn k04_kubelet_1_35_fails_on_this_cgroup_v1_host_unless_told_fail_cgroup_v1_false() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let n = node();
+    let units = kubelet_unit(&n, "1.35.0");
+    let v1 = host_is_cgroup_v1();
+    let id = "kubelet.cgroup-v1";
+
+    let (cfg, _) = with_kubelet_config(&n, "kind: KubeletConfiguration\n");
+    let o = with_units(&cfg, &units, &["--json", "verify"]);
+    assert_eq!(
+        o.code,
+        1,
+        "the removed flag fails verify anyway: {}",
+        o.dump()
+    );
+    match v1 {
+        true => o.mentions(
+            id,
+            &["kubelet 1.35 refuses", "1.35.0", "failCgroupV1: false"],
+        ),
+        false => o.mentions(id, &["cgroup v2"]),
+    };
+    assert_eq!(
+        o.status(id),
+        if v1 { "fail" } else { "pass" },
+        "{}",
+        o.dump()
+    );
+
+    let (cfg, file) = with_kubelet_config(&n, "kind: KubeletConfiguration\nfailCgroupV1: false\n");
+    let o = with_units(&cfg, &units, &["--json", "verify"]);
+    assert_eq!(o.status(id), "pass", "{}", o.dump());
+    if v1 {
+        o.mentions(id, &[&format!("failCgroupV1=false ({}:2)", file.display())]);
+    }
 }
