@@ -25,13 +25,22 @@ fn a_clean_image_built_as_documented_passes_with_nothing_above_ok() {
         .clone();
     assert_eq!(
         findings.len(),
-        11,
+        15,
         "one finding per lint rule:\n{}",
         o.dump()
     );
+    // (before kubeadm writes kubelet's configuration and with no kubelet package, the
+    // image says nothing of kubelet's endpoint or version: those are not judged)
+    let not_judged = ["lint.kubelet-endpoint", "lint.kubelet-cgroup-v1"];
     for f in &findings {
-        assert!(f["id"].as_str().unwrap().starts_with("lint."), "{f}");
-        assert_eq!(f["status"], "pass", "{f}");
+        let id = f["id"].as_str().unwrap();
+        assert!(id.starts_with("lint."), "{f}");
+        let want = if not_judged.contains(&id) {
+            "skip"
+        } else {
+            "pass"
+        };
+        assert_eq!(f["status"], want, "{f}");
     }
     expect(
         &o,

@@ -27,9 +27,9 @@ pub mod yaml;
 /// Where kubeadm writes it, and kubelet's packages point to.
 pub const DEFAULT_CONFIG: &str = "/var/lib/kubelet/config.yaml";
 /// kubelet's own configuration files are small; a larger one is not read.
-const CONFIG_CAP: u64 = 1 << 20;
+pub const CONFIG_CAP: u64 = 1 << 20;
 /// An environment file is a few lines; a bigger one is read to here.
-const ENV_FILE_CAP: u64 = 64 << 10;
+pub const ENV_FILE_CAP: u64 = 64 << 10;
 
 /// kubelet's defaults on Linux (`evictionHard`), of which these two cover the image
 /// filesystem.
@@ -160,17 +160,32 @@ fn config_file(
     configured: Option<&Path>,
     flags: &flags::Flags,
 ) -> Result<(PathBuf, Option<yaml::FileSettings>), String> {
+    config_file_with(configured, flags, |file| {
+        match read_bounded(&host.os_file(file), CONFIG_CAP, Links::Follow) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(ReadError::Io(_, std::io::ErrorKind::NotFound)) => Ok(None),
+            Err(ReadError::Refused(why) | ReadError::Io(why, _)) => Err(why),
+        }
+    })
+}
+
+/// [`config_file`] where `read` reads a file (at most [`CONFIG_CAP`] bytes; `None`: it
+/// does not exist): the node's (`/`, `--sysroot`) or a node image's (`guard lint`).
+pub fn config_file_with(
+    configured: Option<&Path>,
+    flags: &flags::Flags,
+    read: impl FnOnce(&Path) -> Result<Option<Vec<u8>>, String>,
+) -> Result<(PathBuf, Option<yaml::FileSettings>), String> {
     let file = configured
         .map(Path::to_path_buf)
         .or_else(|| flags.get("config").map(|f| PathBuf::from(&f.value)))
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
-    let settings = match read_bounded(&host.os_file(&file), CONFIG_CAP, Links::Follow) {
-        Ok(bytes) => Some(
+    let settings = match read(&file)? {
+        Some(bytes) => Some(
             yaml::parse_file(&String::from_utf8_lossy(&bytes))
                 .map_err(|e| format!("{}: {e}", file.display()))?,
         ),
-        Err(ReadError::Io(_, std::io::ErrorKind::NotFound)) => None,
-        Err(ReadError::Refused(why) | ReadError::Io(why, _)) => return Err(why),
+        None => None,
     };
     Ok((file, settings))
 }

@@ -9,11 +9,14 @@
 //! (what the image carries), the facts it needs in [`facts`], a `lint.*` id in
 //! `report::id` with its README row, and an entry in [`RULES`]. Each rule gives exactly
 //! one finding, `ok` when the image is fine, with `FILE:LINE` evidence and the fix.
+//! kubelet's contract with containerd is the kubelet family's rules over the image's
+//! files ([`contract`]): four findings, listed after kubelet's own unit's.
 
 mod boot_mount;
 mod budget;
 mod cloud_init;
 mod content;
+mod contract;
 mod facts;
 mod kubelet;
 mod order;
@@ -25,7 +28,7 @@ pub use facts::Image;
 
 use crate::host::tree::Tree;
 use crate::host::units;
-use crate::report::{Finding, Report};
+use crate::report::{Finding, Id, Report};
 use std::path::Path;
 
 /// The rules, in the order the report lists them.
@@ -58,7 +61,15 @@ pub fn run(dir: &Path, user_data: Option<(String, String)>) -> Result<Report, No
         )));
     }
     let image = tracing::debug_span!("read").in_scope(|| facts::gather(&tree, user_data));
-    Ok(Report::new(RULES.iter().map(|rule| rule(&image)).collect()))
+    let kubelet = tracing::debug_span!("kubelet").in_scope(|| contract::gather(&tree, &image));
+    let mut findings: Vec<Finding> = RULES.iter().map(|rule| rule(&image)).collect();
+    // kubelet's contract after the rules of kubelet's own unit
+    let at = findings
+        .iter()
+        .position(|f| f.id == Id::LintKubeletOrder)
+        .map_or(findings.len(), |i| i + 1);
+    findings.splice(at..at, contract::judge(&kubelet));
+    Ok(Report::new(findings))
 }
 
 #[cfg(test)]

@@ -25,6 +25,12 @@ const DRIVER_FROM_CRI_GATE: Version = Version(1, 28, 0);
 /// warns (`guard runtime`: two runtimes on one host may be deliberate, and kubelet is
 /// never held for it).
 pub fn evaluate(f: &KubeletFacts, endpoint_blocks: bool) -> Vec<Finding> {
+    judge(f, endpoint_blocks, &Cgroups::of_host(f.cgroup_v1))
+}
+
+/// The rules over `f` where kubelet meets `cgroups`: a node's host (`evaluate`), or what
+/// a node image leaves to the host that boots it (`guard lint`).
+pub fn judge(f: &KubeletFacts, endpoint_blocks: bool, cgroups: &Cgroups) -> Vec<Finding> {
     let c = match &f.contract {
         Ok(Some(c)) => c,
         Ok(None) => {
@@ -36,7 +42,7 @@ pub fn evaluate(f: &KubeletFacts, endpoint_blocks: bool) -> Vec<Finding> {
     vec![
         endpoint(c, &f.socket, endpoint_blocks),
         pod_infra_image(c, &f.version),
-        cgroup_v1(c, &f.version, f.cgroup_v1),
+        cgroup_v1(c, &f.version, cgroups),
         cgroup_driver(c, f),
     ]
 }
@@ -131,13 +137,42 @@ fn pod_infra_image(c: &Contract, version: &Result<Version, String>) -> Finding {
         .remedy("remove the flag: containerd's sandbox image names the pause image")
 }
 
-fn cgroup_v1(c: &Contract, version: &Result<Version, String>, v1: Option<bool>) -> Finding {
-    let id = Id::KubeletCgroupV1;
-    match v1 {
-        None => return Finding::skip(id, "not judged: cannot tell the host's cgroup version"),
-        Some(false) => return Finding::pass(id, "the host runs cgroup v2"),
-        Some(true) => {}
+/// The cgroup version kubelet meets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cgroups {
+    /// This host mounts cgroup v1 (hybrid included).
+    V1,
+    V2,
+    /// This host's cannot be told: not judged.
+    Unknown,
+    /// A node image's: the host that boots it decides. A kubelet that refuses cgroup v1 is
+    /// warned of, never failed; the text says why the image does not decide it.
+    Undecided(String),
+}
+
+impl Cgroups {
+    /// The host's, as [`KubeletFacts::cgroup_v1`] holds it.
+    pub fn of_host(v1: Option<bool>) -> Cgroups {
+        match v1 {
+            Some(true) => Cgroups::V1,
+            Some(false) => Cgroups::V2,
+            None => Cgroups::Unknown,
+        }
     }
+}
+
+/// Whether kubelet (of `version`) refuses to start on the cgroup v1 `host`: fail on a v1
+/// host, warn for an image (its host decides) or an unknown version.
+fn cgroup_v1(c: &Contract, version: &Result<Version, String>, host: &Cgroups) -> Finding {
+    let id = Id::KubeletCgroupV1;
+    let (this_host, undecided) = match host {
+        Cgroups::Unknown => {
+            return Finding::skip(id, "not judged: cannot tell the host's cgroup version")
+        }
+        Cgroups::V2 => return Finding::pass(id, "the host runs cgroup v2"),
+        Cgroups::V1 => ("this cgroup v1 host", None),
+        Cgroups::Undecided(why) => ("a cgroup v1 host", Some(why)),
+    };
     let set = c.fail_cgroup_v1.as_ref();
     if let Some(s) = set.filter(|s| s.value.eq_ignore_ascii_case("false")) {
         return Finding::pass(id, "kubelet is let start on cgroup v1 (failCgroupV1: false)")
@@ -149,17 +184,33 @@ fn cgroup_v1(c: &Contract, version: &Result<Version, String>, v1: Option<bool>) 
     let told = set.is_some_and(|s| s.value.eq_ignore_ascii_case("true"));
     let mut f = match version {
         // (any kubelet that reads failCgroupV1 refuses when told to)
-        _ if told => Finding::fail(id, "kubelet refuses to start on this cgroup v1 host"),
-        Ok(v) if *v >= Version::CONTRACT_1_35 => {
-            Finding::fail(id, format!("{refuses}: this host is cgroup v1, kubelet is {v}"))
-        }
+        _ if told => Finding::fail(id, format!("kubelet refuses to start on {this_host}")),
+        Ok(v) if *v >= Version::CONTRACT_1_35 => match undecided {
+            None => Finding::fail(id, format!("{refuses}: this host is cgroup v1, kubelet is {v}")),
+            Some(_) => Finding::fail(id, format!("{refuses}, and this image's kubelet is {v}")),
+        },
         Ok(v) => {
-            return Finding::pass(id, format!("kubelet {v} starts on this cgroup v1 host"))
+            return Finding::pass(id, format!("kubelet {v} starts on {this_host}"))
                 .evidence(format!("{refuses} unless failCgroupV1 is false"))
         }
-        Err(why) => Finding::warn(id, format!("{refuses}: this host is cgroup v1"))
-            .evidence(format!("kubelet's version is not known: {why}")),
+        Err(why) if undecided.is_none() => {
+            Finding::warn(id, format!("{refuses}: this host is cgroup v1"))
+                .evidence(format!("kubelet's version is not known: {why}"))
+        }
+        // (neither kubelet's version nor the host's cgroups: nothing to say of either)
+        Err(why) => {
+            return Finding::skip(
+                id,
+                "not judged: kubelet's version is not known and the image does not decide \
+                 the host's cgroup version",
+            )
+            .evidence(format!("kubelet's version is not known: {why}"))
+        }
     };
+    if let Some(why) = undecided {
+        f.status = crate::report::Status::Warn;
+        f = f.evidence(why.clone());
+    }
     if let Some(s) = set {
         f = f.evidence(at(s, "failCgroupV1"));
     }

@@ -166,6 +166,38 @@ fn cgroup_v1_fails_from_1_35_unless_fail_cgroup_v1_is_false() {
     assert_eq!(status(&unknown, true, Id::KubeletCgroupV1), Status::Skip);
 }
 
+/// A node image (`guard lint`) does not decide its host's cgroup version: what fails on
+/// a v1 host only warns, and with kubelet's version unknown too nothing is said.
+#[test]
+fn an_image_leaves_cgroup_v1_to_its_host_and_only_warns() {
+    let in_image = |c: Contract, v: Option<Version>| {
+        let undecided = Cgroups::Undecided("the host decides".to_string());
+        let all = judge(&facts(c, v), true, &undecided);
+        all.into_iter()
+            .find(|x| x.id == Id::KubeletCgroupV1)
+            .unwrap()
+    };
+    let warn = in_image(kubeadm(), Some(Version(1, 35, 0)));
+    assert_eq!(warn.status, Status::Warn, "{warn:?}");
+    assert!(warn.summary.contains("kubelet is 1.35.0"), "{warn:?}");
+    assert!(warn.remedy.contains("failCgroupV1: false"), "{warn:?}");
+    assert!(warn.evidence.iter().any(|l| l == "the host decides"));
+    let mut refused = kubeadm();
+    refused.fail_cgroup_v1 = set("true", 7);
+    let told = in_image(refused, None);
+    assert_eq!(told.status, Status::Warn, "{told:?}");
+    assert!(told.evidence.iter().any(|l| l.contains(":7")), "{told:?}");
+    let mut allowed = kubeadm();
+    allowed.fail_cgroup_v1 = set("false", 7);
+    assert_eq!(
+        in_image(allowed, Some(Version(1, 35, 0))).status,
+        Status::Pass
+    );
+    let old = in_image(kubeadm(), Some(Version(1, 34, 0)));
+    assert_eq!(old.status, Status::Pass, "{old:?}");
+    assert_eq!(in_image(kubeadm(), None).status, Status::Skip);
+}
+
 #[test]
 fn a_driver_mismatch_fails_unless_kubelet_asks_containerd() {
     let cgroupfs = |v: Option<Version>, gate: Option<Set>| {

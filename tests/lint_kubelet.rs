@@ -1,0 +1,208 @@
+//! The lint's judgement of kubelet's contract with containerd in a node image: the socket
+//! kubelet talks to, the flag kubelet 1.35 removed, cgroup v1, and the cgroup driver. The
+//! same rules as `guard verify`'s kubelet family, over the image's files: kubeadm's
+//! kubelet unit and drop-in, `kubeadm-flags.env`, kubelet's `config.yaml`, containerd's
+//! config, and kubelet's version from dpkg's record of its package or the version string
+//! in its binary (never run).
+//!
+//! `guard lint --root DIR` on image trees built as docs/image-builder.md says
+//! (testkit::suite::lint::Image); each test plants kubelet's files in a clean image and
+//! checks the findings that name them (id, status, `FILE:LINE`, exit code).
+
+use testkit as support;
+
+use support::suite::lint::{expect, Image, Outside};
+use support::write_executable;
+
+const FLAGS_ENV: &str = "/var/lib/kubelet/kubeadm-flags.env";
+const CONFIG: &str = "/var/lib/kubelet/config.yaml";
+const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+const K3S: &str = "/run/k3s/containerd/containerd.sock";
+
+/// dpkg's status file with kubeadm's and kubelet's records (kubelet at `version`).
+fn dpkg_status(version: &str) -> String {
+    format!(
+        "Package: kubeadm\nStatus: install ok installed\nVersion: 1.30.0-1.1\n\n\
+         Package: kubelet\nStatus: install ok installed\nPriority: optional\n\
+         Architecture: amd64\nVersion: {version}-1.1\n"
+    )
+}
+
+/// The clean image with kubelet's files as kubeadm writes them, but for the hazards:
+/// the removed flag and another runtime's socket in `kubeadm-flags.env`, and the systemd
+/// driver (containerd's config keeps cgroupfs) with kubelet told not to ask containerd.
+fn kubeadm_image() -> Image {
+    let img = Image::clean();
+    img.put(
+        FLAGS_ENV,
+        &format!(
+            "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix://{K3S} \
+             --pod-infra-container-image=registry.k8s.io/pause:3.10\"\n"
+        ),
+    )
+    .put(
+        CONFIG,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         cgroupDriver: systemd\nfeatureGates:\n  KubeletCgroupDriverFromCRI: false\n",
+    );
+    img
+}
+
+#[test]
+fn kubelet_1_35s_removed_flag_other_socket_and_driver_mismatch_fail() {
+    let img = kubeadm_image();
+    img.put(DPKG_STATUS, &dpkg_status("1.35.0"));
+    let o = img.lint(&[]);
+    let flags_at = format!("{FLAGS_ENV}:1");
+    expect(
+        &o,
+        "lint.kubelet-pod-infra-image",
+        "fail",
+        1,
+        &[
+            "kubelet 1.35.0",
+            "--pod-infra-container-image=registry.k8s.io/pause:3.10",
+            &flags_at,
+            DPKG_STATUS,
+        ],
+    );
+    expect(
+        &o,
+        "lint.kubelet-endpoint",
+        "fail",
+        1,
+        &[K3S, &flags_at, "/run/containerd/containerd.sock"],
+    );
+    expect(
+        &o,
+        "lint.kubelet-cgroup-driver",
+        "fail",
+        1,
+        &[
+            &format!("cgroupDriver=systemd ({CONFIG}:3)"),
+            "SystemdCgroup = false",
+            "/etc/containerd/config.toml",
+        ],
+    );
+    // the image does not decide the host's cgroup version: a warning naming the setting
+    expect(
+        &o,
+        "lint.kubelet-cgroup-v1",
+        "warn",
+        1,
+        &["kubelet 1.35", "failCgroupV1: false", "cgroup version"],
+    );
+}
+
+#[test]
+fn before_1_35_the_flag_only_warns_and_cgroup_v1_is_let_be() {
+    let img = kubeadm_image();
+    img.put(DPKG_STATUS, &dpkg_status("1.34.2"));
+    img.put(
+        FLAGS_ENV,
+        "KUBELET_KUBEADM_ARGS=\"--pod-infra-container-image=registry.k8s.io/pause:3.10\"\n",
+    );
+    img.put(CONFIG, "kind: KubeletConfiguration\n");
+    let o = img.lint(&[]);
+    expect(
+        &o,
+        "lint.kubelet-pod-infra-image",
+        "warn",
+        0,
+        &["kubelet 1.34.2", "1.35 removes", &format!("{FLAGS_ENV}:1")],
+    );
+    expect(&o, "lint.kubelet-cgroup-v1", "pass", 0, &["kubelet 1.34.2"]);
+    let o = img.lint(&["--warn-is-error"]);
+    assert_eq!(o.code, 1, "{}", o.dump());
+}
+
+#[test]
+fn without_a_dpkg_record_the_version_is_the_binarys_string_never_run() {
+    let img = kubeadm_image();
+    let ran = Outside::new();
+    let mark = ran.0.path().join("ran");
+    // a kubelet that would leave a mark if anything ran it, its version in its build info
+    write_executable(
+        &img.at("/usr/bin/kubelet"),
+        &format!(
+            "#!/bin/sh\ntouch '{}'\n# build\t-ldflags=\"-X 'k8s.io/component-base/version.gitVersion=v1.35.1'\"\n",
+            mark.display()
+        ),
+    );
+    let o = img.lint(&[]);
+    expect(
+        &o,
+        "lint.kubelet-pod-infra-image",
+        "fail",
+        1,
+        &["kubelet 1.35.1", "/usr/bin/kubelet"],
+    );
+    assert!(!mark.exists(), "guard lint ran the image's kubelet");
+
+    // neither a record nor a version string: what is not known only warns, and says why
+    std::fs::write(img.at("/usr/bin/kubelet"), "#!/bin/sh\n").unwrap();
+    img.put("/var/lib/rpm/rpmdb.sqlite", "");
+    let o = img.lint(&[]);
+    expect(
+        &o,
+        "lint.kubelet-pod-infra-image",
+        "warn",
+        1,
+        &["version not known", "/usr/bin/kubelet", "rpm"],
+    );
+    expect(&o, "lint.kubelet-cgroup-driver", "warn", 1, &["not known"]);
+}
+
+#[test]
+fn kubelet_on_the_images_containerd_passes_and_its_address_is_the_socket() {
+    let img = kubeadm_image();
+    img.put(DPKG_STATUS, &dpkg_status("1.35.0"));
+    img.put(
+        FLAGS_ENV,
+        "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock\"\n",
+    );
+    img.put(
+        CONFIG,
+        "kind: KubeletConfiguration\ncgroupDriver: systemd\nfailCgroupV1: false\n",
+    );
+    let o = img.lint(&["--warn-is-error"]);
+    expect(
+        &o,
+        "lint.kubelet-endpoint",
+        "pass",
+        0,
+        &[&format!("{FLAGS_ENV}:1")],
+    );
+    expect(&o, "lint.kubelet-pod-infra-image", "pass", 0, &[]);
+    expect(
+        &o,
+        "lint.kubelet-cgroup-v1",
+        "pass",
+        0,
+        &[&format!("{CONFIG}:3")],
+    );
+    // kubelet 1.35 asks containerd for the driver (KubeletCgroupDriverFromCRI is on)
+    expect(
+        &o,
+        "lint.kubelet-cgroup-driver",
+        "pass",
+        0,
+        &["asks containerd", "on by default"],
+    );
+
+    // containerd's config moves its socket: kubelet's default path is another socket now
+    let cd = "/etc/containerd/config.toml";
+    let text = std::fs::read_to_string(img.at(cd)).unwrap();
+    img.put(
+        cd,
+        &format!("{text}[grpc]\n  address = \"/run/containerd/other.sock\"\n"),
+    );
+    let o = img.lint(&[]);
+    expect(
+        &o,
+        "lint.kubelet-endpoint",
+        "fail",
+        1,
+        &["/run/containerd/other.sock", &format!("{FLAGS_ENV}:1")],
+    );
+}
