@@ -92,6 +92,20 @@ fn kubelet_1_35s_removed_flag_other_socket_and_driver_mismatch_fail() {
         1,
         &["kubelet 1.35", "failCgroupV1: false", "cgroup version"],
     );
+    // unless the image's own kernel command line asks for cgroup v1 (an Ubuntu cloud
+    // image's grub.d drop-in)
+    img.put(
+        "/etc/default/grub.d/50-cgroup.cfg",
+        "# cgroup v1 for an old agent\n\
+         GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT systemd.unified_cgroup_hierarchy=0\"\n",
+    );
+    expect(
+        &img.lint(&[]),
+        "lint.kubelet-cgroup-v1",
+        "fail",
+        1,
+        &["/etc/default/grub.d/50-cgroup.cfg:2", "failCgroupV1: false"],
+    );
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //! its cgroup driver) and the guard's fragments. Nothing of the image is run: kubelet's
 //! version is its package's record in dpkg's status file, else the version string its
 //! release build writes into the binary (a bounded scan). An rpm database is not read
-//! (only rpm itself reads it), and the cgroup version is the host's that boots the image,
-//! which the image does not decide: a kubelet that refuses cgroup v1 is warned of.
+//! (only rpm itself reads it). The cgroup version is the booting host's, which the image
+//! decides only where its own kernel command line asks for v1: a kubelet that refuses
+//! cgroup v1 fails there and is warned of elsewhere.
 
 use super::facts::Image;
 use crate::checks::kubelet::facts::KubeletFacts;
@@ -31,6 +32,8 @@ pub struct ImageKubelet {
     pub facts: KubeletFacts,
     /// `FILE` kubelet's version was read from, when it was.
     pub version_from: Option<String>,
+    /// The cgroup version the image's own kernel command line asks for, else undecided.
+    pub cgroups: Cgroups,
 }
 
 /// Reads kubelet's contract from the image (its unit as `image` loaded it).
@@ -72,6 +75,7 @@ pub fn gather(tree: &Tree, image: &Image) -> ImageKubelet {
     ImageKubelet {
         facts,
         version_from,
+        cgroups: cgroups_of(tree),
     }
 }
 
@@ -118,17 +122,54 @@ fn version_of(tree: &Tree, binary: Option<&str>) -> Result<(Version, String), St
     Err(why.join("; "))
 }
 
+/// Where the image's kernel command line is set (grub's defaults and their drop-ins,
+/// systemd-boot's and kernel-install's `cmdline`).
+const CMDLINES: [&str; 2] = ["/etc/default/grub", "/etc/kernel/cmdline"];
+const GRUB_DROPINS: &str = "/etc/default/grub.d";
+const CMDLINE_CAP: u64 = 64 << 10;
+
+/// cgroup v1 where the image's own kernel command line asks for it
+/// (`systemd.unified_cgroup_hierarchy=0`); else the host that boots it decides. (What a
+/// boot loader finally passes, and an OS whose systemd defaults to v1, are not judged.)
+fn cgroups_of(tree: &Tree) -> Cgroups {
+    let dropins = tree.list(Path::new(GRUB_DROPINS)).unwrap_or_default();
+    let dropins = dropins
+        .iter()
+        .filter(|n| n.ends_with(".cfg"))
+        .map(|n| format!("{GRUB_DROPINS}/{n}"));
+    let files = CMDLINES.iter().map(|f| f.to_string()).chain(dropins);
+    for file in files {
+        let Ok(Some((bytes, _))) = tree.read(Path::new(&file), CMDLINE_CAP) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let v1 = |line: &str| {
+            !line.trim_start().starts_with('#')
+                && line
+                    .split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+                    .filter_map(|w| w.strip_prefix("systemd.unified_cgroup_hierarchy="))
+                    .any(|v| matches!(v, "0" | "false" | "no" | "off"))
+        };
+        if let Some(n) = text.lines().position(v1) {
+            return Cgroups::ImageV1(format!(
+                "{file}:{}: systemd.unified_cgroup_hierarchy=0 on the kernel command line",
+                n + 1
+            ));
+        }
+    }
+    Cgroups::Undecided(
+        "the image does not decide the host's cgroup version: the machine that boots it \
+         does (no systemd.unified_cgroup_hierarchy=0 in /etc/default/grub, its grub.d or \
+         /etc/kernel/cmdline; an OS whose systemd defaults to v1 is not judged)"
+            .to_string(),
+    )
+}
+
 /// The kubelet family's findings for the image, under lint's ids: another socket fails
 /// (the image is built for the containerd the guard verifies), and cgroup v1 is the
-/// booting host's to decide.
+/// booting host's to decide unless the image's kernel command line asks for it.
 pub fn judge(k: &ImageKubelet) -> Vec<Finding> {
-    let undecided = Cgroups::Undecided(
-        "the image does not decide the host's cgroup version: the machine that boots it \
-         does (cgroup v1 where its kernel command line has \
-         systemd.unified_cgroup_hierarchy=0, or where its OS defaults to v1)"
-            .to_string(),
-    );
-    rules::judge(&k.facts, true, &undecided)
+    rules::judge(&k.facts, true, &k.cgroups)
         .into_iter()
         .map(|f| {
             let versioned = f.id != Id::KubeletEndpoint && f.status != crate::report::Status::Skip;

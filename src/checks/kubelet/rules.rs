@@ -148,6 +148,9 @@ pub enum Cgroups {
     /// A node image's: the host that boots it decides. A kubelet that refuses cgroup v1 is
     /// warned of, never failed; the text says why the image does not decide it.
     Undecided(String),
+    /// A node image whose own kernel command line asks for cgroup v1; the text names the
+    /// FILE:LINE. Judged as a v1 host.
+    ImageV1(String),
 }
 
 impl Cgroups {
@@ -161,17 +164,51 @@ impl Cgroups {
     }
 }
 
+/// How a finding names the cgroup v1 host kubelet meets, and what it adds: why an image
+/// leaves it undecided, or where the image asks for v1.
+struct V1Host<'a> {
+    this_host: &'static str,
+    host_is: &'static str,
+    undecided: Option<&'a String>,
+    said: Option<&'a String>,
+}
+
+/// The v1 host of `host`, or the finding where there is none to judge.
+fn v1_host(id: Id, host: &Cgroups) -> Result<V1Host<'_>, Finding> {
+    let (this_host, host_is, undecided, said) = match host {
+        Cgroups::Unknown => {
+            return Err(Finding::skip(id, "not judged: cannot tell the host's cgroup version"))
+        }
+        Cgroups::V2 => return Err(Finding::pass(id, "the host runs cgroup v2")),
+        Cgroups::V1 => ("this cgroup v1 host", "this host is cgroup v1", None, None),
+        Cgroups::ImageV1(at) => (
+            "the cgroup v1 host this image boots",
+            "this image boots its host on cgroup v1",
+            None,
+            Some(at),
+        ),
+        Cgroups::Undecided(why) => ("a cgroup v1 host", "", Some(why), None),
+    };
+    Ok(V1Host {
+        this_host,
+        host_is,
+        undecided,
+        said,
+    })
+}
+
 /// Whether kubelet (of `version`) refuses to start on the cgroup v1 `host`: fail on a v1
 /// host, warn for an image (its host decides) or an unknown version.
 fn cgroup_v1(c: &Contract, version: &Result<Version, String>, host: &Cgroups) -> Finding {
     let id = Id::KubeletCgroupV1;
-    let (this_host, undecided) = match host {
-        Cgroups::Unknown => {
-            return Finding::skip(id, "not judged: cannot tell the host's cgroup version")
-        }
-        Cgroups::V2 => return Finding::pass(id, "the host runs cgroup v2"),
-        Cgroups::V1 => ("this cgroup v1 host", None),
-        Cgroups::Undecided(why) => ("a cgroup v1 host", Some(why)),
+    let V1Host {
+        this_host,
+        host_is,
+        undecided,
+        said,
+    } = match v1_host(id, host) {
+        Ok(h) => h,
+        Err(f) => return f,
     };
     let set = c.fail_cgroup_v1.as_ref();
     if let Some(s) = set.filter(|s| s.value.eq_ignore_ascii_case("false")) {
@@ -186,7 +223,7 @@ fn cgroup_v1(c: &Contract, version: &Result<Version, String>, host: &Cgroups) ->
         // (any kubelet that reads failCgroupV1 refuses when told to)
         _ if told => Finding::fail(id, format!("kubelet refuses to start on {this_host}")),
         Ok(v) if *v >= Version::CONTRACT_1_35 => match undecided {
-            None => Finding::fail(id, format!("{refuses}: this host is cgroup v1, kubelet is {v}")),
+            None => Finding::fail(id, format!("{refuses}: {host_is}, kubelet is {v}")),
             Some(_) => Finding::fail(id, format!("{refuses}, and this image's kubelet is {v}")),
         },
         Ok(v) => {
@@ -194,7 +231,7 @@ fn cgroup_v1(c: &Contract, version: &Result<Version, String>, host: &Cgroups) ->
                 .evidence(format!("{refuses} unless failCgroupV1 is false"))
         }
         Err(why) if undecided.is_none() => {
-            Finding::warn(id, format!("{refuses}: this host is cgroup v1"))
+            Finding::warn(id, format!("{refuses}: {host_is}"))
                 .evidence(format!("kubelet's version is not known: {why}"))
         }
         // (neither kubelet's version nor the host's cgroups: nothing to say of either)
@@ -210,6 +247,9 @@ fn cgroup_v1(c: &Contract, version: &Result<Version, String>, host: &Cgroups) ->
     if let Some(why) = undecided {
         f.status = crate::report::Status::Warn;
         f = f.evidence(why.clone());
+    }
+    if let Some(at) = said {
+        f = f.evidence(at.clone());
     }
     if let Some(s) = set {
         f = f.evidence(at(s, "failCgroupV1"));

@@ -196,6 +196,14 @@ fn an_image_leaves_cgroup_v1_to_its_host_and_only_warns() {
     let old = in_image(kubeadm(), Some(Version(1, 34, 0)));
     assert_eq!(old.status, Status::Pass, "{old:?}");
     assert_eq!(in_image(kubeadm(), None).status, Status::Skip);
+
+    // an image whose own kernel command line asks for v1 is judged as a v1 host
+    let said = Cgroups::ImageV1("/etc/default/grub:6: v1".to_string());
+    let v1 = judge(&facts(kubeadm(), Some(Version(1, 35, 0))), true, &said);
+    let v1 = v1.iter().find(|x| x.id == Id::KubeletCgroupV1).unwrap();
+    assert_eq!(v1.status, Status::Fail, "{v1:?}");
+    assert!(v1.summary.contains("this image boots its host on cgroup v1"));
+    assert!(v1.evidence.iter().any(|l| l.contains("/etc/default/grub:6")));
 }
 
 #[test]
