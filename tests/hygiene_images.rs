@@ -55,7 +55,10 @@ fn h12_a_sandbox_image_removed_while_the_node_runs_is_restored_by_hygiene_withou
     n.assert_never_restarted(containerd, &[&out]);
     // Pinned as containerd pins its own sandbox image, so kubelet's image GC leaves it
     // alone: CRI reports it from 1.7 on; 1.6 knows no pinning (the label is only a label).
-    out.mentions("remedy.restore-image", &["io.cri-containerd.pinned=pinned"]);
+    out.mentions(
+        "remedy.restore-image",
+        &[PAUSE_IMAGE, "io.cri-containerd.pinned=pinned"],
+    );
     let back = block_on("CRI ImageStatus", image_pinned(&n.socket(), PAUSE_IMAGE));
     let pins = containerd_major_minor() >= (1, 7);
     assert_eq!(
@@ -66,7 +69,16 @@ fn h12_a_sandbox_image_removed_while_the_node_runs_is_restored_by_hygiene_withou
     // A real RunPodSandbox with the restored image (panics with CRI's error otherwise).
     n.pod("after-restore");
     let status = Guard::with_config(&cfg).run(&["status"]);
-    assert!(status.stdout.contains("import"), "{}", status.dump());
+    assert!(
+        history_line(
+            &status.stdout,
+            "import",
+            &format!("imported {PAUSE_IMAGE} from")
+        )
+        .is_some(),
+        "guard status records the import of {PAUSE_IMAGE}: {}",
+        status.dump()
+    );
     // the finding reads CRI: pinned from 1.7 on, and on 1.6 no pinning at all (verify
     // exits 1 on this node: its containerd root is a directory, not a volume)
     let pinned = if pins { "pass" } else { "skip" };
@@ -150,5 +162,18 @@ fn h13_repair_pins_a_present_but_unpinned_sandbox_image() {
         again.dump()
     );
     let status = Guard::with_config(&cfg).run(&["status"]);
-    assert!(status.stdout.contains("pin"), "{}", status.dump());
+    assert!(
+        history_line(&status.stdout, "pin", &format!("labelled {PAUSE_IMAGE} ")).is_some(),
+        "guard status records the pin of {PAUSE_IMAGE}: {}",
+        status.dump()
+    );
+}
+
+/// The line of `guard status`'s history for a remedy of `word` (its second column) that
+/// says `said`: `  uptime N s  WORD  ITEM: message`.
+fn history_line<'a>(status: &'a str, word: &str, said: &str) -> Option<&'a str> {
+    status.lines().find(|l| {
+        let mut f = l.split_whitespace();
+        f.next() == Some("uptime") && f.nth(1) == Some(word) && l.contains(said)
+    })
 }
