@@ -24,7 +24,8 @@
 //! (payloads that outlived their shim), sharing one look at what runs ([`workloads`]);
 //! `kill_mode` (a containerd unit that would orphan payloads), `eviction` (kubelet's
 //! thresholds cover containerd's volume) and `kubelet` (kubelet's side of its contract
-//! with containerd), read from files; and `canary`, the one family
+//! with containerd), read from files; `deprecations` (settings a later containerd
+//! removes); and `canary`, the one family
 //! that changes something to look: it makes and removes a pod sandbox, and runs only where
 //! a command names it (`guard runtime`, `guard verify --deep`). `volume` is phase 1's,
 //! judged by `phases::volume` before containerd starts, outside the registry.
@@ -54,6 +55,7 @@ family::registry! {
         kill_mode: KillMode,
         eviction: Eviction,
         kubelet: Kubelet,
+        deprecations: Deprecations,
     }
     makes {
         canary: Canary,

@@ -22,6 +22,9 @@ pub struct Target {
     /// driver must agree).
     pub systemd_cgroup: bool,
     pub systemd_cgroup_said: String,
+    /// Every key containerd's config sets, and that file (the deprecations family).
+    pub containerd_keys: Vec<crate::containerd::config::keys::SetKey>,
+    pub containerd_file: String,
 }
 
 impl Target {
@@ -54,6 +57,16 @@ impl Target {
                 cd.file
                     .as_ref()
                     .map_or("containerd's defaults".into(), |f| f.display().to_string())
+            ),
+            containerd_keys: cd.keys.clone(),
+            containerd_file: cd.file.as_ref().map_or_else(
+                || {
+                    format!(
+                        "containerd's defaults (no {})",
+                        settings.containerd.config.display()
+                    )
+                },
+                |f| f.display().to_string(),
             ),
         }
     }

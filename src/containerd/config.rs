@@ -4,6 +4,7 @@
 //! itself behaves.
 
 mod imports;
+pub mod keys;
 
 use std::path::{Path, PathBuf};
 use toml::Value;
@@ -55,6 +56,8 @@ pub struct ContainerdConfig {
     /// CRI's default runtime uses the systemd cgroup driver (`SystemdCgroup = true`): pod
     /// cgroup parents are then slices.
     pub systemd_cgroup: bool,
+    /// Every key the config sets, for the deprecation table.
+    pub keys: Vec<keys::SetKey>,
 }
 
 impl ContainerdConfig {
@@ -76,6 +79,7 @@ impl ContainerdConfig {
             discard_unpacked_layers: false,
             sandbox_runtime: "runc".into(),
             systemd_cgroup: false,
+            keys: Vec::new(),
         }
     }
 }
@@ -235,6 +239,7 @@ fn from_table(table: &toml::Table) -> Result<ContainerdConfig, String> {
     }
     images(table, version, &mut c)?;
     c.systemd_cgroup = systemd_cgroup(table, version)?;
+    c.keys = keys::set_keys(table);
     Ok(c)
 }
 

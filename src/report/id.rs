@@ -50,6 +50,7 @@ ids! {
     RuntimeLeakedTasks => "runtime.leaked-tasks",
     RuntimeOrphans => "runtime.orphans",
     RuntimeKillMode => "runtime.kill-mode",
+    RuntimeDeprecations => "runtime.deprecations",
     // (a phase-2 family: reported after the looks that ask containerd)
     VolumeEviction => "volume.eviction",
     KubeletEndpoint => "kubelet.endpoint",

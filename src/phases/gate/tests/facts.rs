@@ -116,7 +116,18 @@ pub(super) fn observation(looks: Looks) -> Observation {
         stale: Some(stale_facts(looks == Looks::Stale)),
         sandbox_image: Some(image_facts(looks == Looks::ImageMissing)),
         kill_mode: Some(KillModeFacts::NotSystemd),
+        deprecations: Some(deprecation_facts()),
         ..Observation::default()
+    }
+}
+
+/// containerd 1.6 (which keeps no deprecation warnings) with a config the table passes.
+fn deprecation_facts() -> crate::checks::deprecations::facts::DeprecationFacts {
+    crate::checks::deprecations::facts::DeprecationFacts {
+        version: Some(Version(1, 6, 20)),
+        reported: Ok(Vec::new()),
+        keys: Vec::new(),
+        config_file: "/etc/containerd/config.toml".into(),
     }
 }
 

@@ -1,0 +1,37 @@
+//! The deprecations family: settings of containerd's config that a later containerd
+//! removes, from containerd's own warnings and the table of upstream's deprecations,
+//! judged against the running version. A warning at most: an upgrade hazard, never a
+//! reason to hold kubelet.
+
+pub mod facts;
+pub mod rules;
+
+use super::family::{Family, Judging, Verdict};
+use super::look::{Look, Stage};
+use crate::host::kubelet::version::Version;
+use crate::report::Id;
+
+pub struct Deprecations;
+
+impl Family for Deprecations {
+    const IDS: &'static [Id] = &[Id::RuntimeDeprecations];
+    const STAGE: Stage = Stage::Containerd;
+    type Facts = facts::DeprecationFacts;
+
+    /// containerd's warnings (one call), its version from the look's answer, and the keys
+    /// of the config the guard already read.
+    async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
+        let (conn, version) = look.answered_version()?;
+        let version = version.as_ref().ok().and_then(|(v, _)| Version::parse(v));
+        Some(facts::DeprecationFacts {
+            version,
+            reported: facts::reported(conn).await,
+            keys: look.target.containerd_keys.clone(),
+            config_file: look.target.containerd_file.clone(),
+        })
+    }
+
+    fn evaluate(facts: Option<&Self::Facts>, _: &Judging) -> Verdict {
+        Verdict::of([rules::evaluate(facts)])
+    }
+}

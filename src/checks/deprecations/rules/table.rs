@@ -1,0 +1,90 @@
+//! containerd's deprecated settings, from upstream: `RELEASES.md` ("Deprecated config
+//! properties", "Deprecated features") and `pkg/deprecation/deprecation.go` (the ids
+//! containerd's introspection `Server` reports). Each row names the release that removes
+//! the setting as upstream says it today.
+//!
+//! Upstream moved some targets: the CRI registry's `mirrors`, `configs` and `auths` were
+//! to go in 2.0, then 2.1, and are now listed for 2.4; `enable_cdi`'s warning text says
+//! 2.3 while RELEASES.md lists 2.4 (the table follows RELEASES.md, which was changed
+//! after the warning). When upstream moves a target again, change the row here.
+
+/// A deprecated setting of containerd's config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deprecated {
+    /// The key's path; `*` stands for any one table name (CRI's plugin is
+    /// `cri`, `io.containerd.grpc.v1.cri` or `io.containerd.cri.v1.*` by config version).
+    pub key: &'static [&'static str],
+    /// Only this string value is deprecated (a runtime type, a snapshotter).
+    pub value: Option<&'static str>,
+    /// The containerd release (major, minor) that removes it.
+    pub removed_in: (u32, u32),
+    /// What to use instead.
+    pub instead: &'static str,
+    /// containerd's deprecation id, or where upstream lists it.
+    pub reference: &'static str,
+}
+
+const RELEASES_PROPERTIES: &str = "containerd RELEASES.md, Deprecated config properties";
+const RELEASES_FEATURES: &str = "containerd RELEASES.md, Deprecated features";
+const HOSTS: &str = "`config_path` and hosts.toml files (containerd docs/hosts.md)";
+
+const fn row(
+    key: &'static [&'static str],
+    removed_in: (u32, u32),
+    instead: &'static str,
+    reference: &'static str,
+) -> Deprecated {
+    Deprecated {
+        key,
+        value: None,
+        removed_in,
+        instead,
+        reference,
+    }
+}
+
+const fn valued(
+    key: &'static [&'static str],
+    value: &'static str,
+    instead: &'static str,
+) -> Deprecated {
+    Deprecated {
+        key,
+        value: Some(value),
+        removed_in: (2, 0),
+        instead,
+        reference: RELEASES_FEATURES,
+    }
+}
+
+const RUNTIMES: [&str; 4] = ["plugins", "*", "containerd", "runtimes"];
+const RUNC_V2: &str = "runtime type `io.containerd.runc.v2`";
+
+/// The table, judged against every key a config sets (one row a line, as upstream lists
+/// them).
+#[rustfmt::skip]
+pub const TABLE: &[Deprecated] = &[
+    row(&["plugins", "*", "registry", "mirrors"], (2, 4), HOSTS, "io.containerd.deprecation/cri-registry-mirrors"),
+    row(&["plugins", "*", "registry", "configs"], (2, 4), HOSTS, "io.containerd.deprecation/cri-registry-configs"),
+    row(&["plugins", "*", "registry", "auths"], (2, 4), "kubelet's ImagePullSecrets", "io.containerd.deprecation/cri-registry-auths"),
+    row(&["plugins", "*", "cni", "bin_dir"], (2, 4), "`bin_dirs`, a list, in the same table", "io.containerd.deprecation/cri-cni-bin-dir"),
+    row(&["plugins", "*", "enable_cdi"], (2, 4), "nothing: CDI is always enabled", "io.containerd.deprecation/enable-cdi"),
+    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "endpoint"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
+    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "protocol"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
+    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "insecure"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
+    row(&["plugins", "io.containerd.internal.v1.tracing", "service_name"], (2, 4), "OTEL_SERVICE_NAME", "io.containerd.deprecation/tracing-service-config"),
+    row(&["plugins", "io.containerd.internal.v1.tracing", "sampling_ratio"], (2, 4), "OTEL_TRACES_SAMPLER*", "io.containerd.deprecation/tracing-service-config"),
+    row(&["plugins", "*", "systemd_cgroup"], (2, 0), "`SystemdCgroup = true` in the runc runtime's options", RELEASES_PROPERTIES),
+    row(&["plugins", "*", "containerd", "untrusted_workload_runtime"], (2, 0), "an `untrusted` runtime in `runtimes`", RELEASES_PROPERTIES),
+    row(&["plugins", "*", "containerd", "default_runtime"], (2, 0), "`default_runtime_name`", RELEASES_PROPERTIES),
+    row(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "runtime_engine"], (2, 0), RUNC_V2, RELEASES_PROPERTIES),
+    row(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "runtime_root"], (2, 0), "`options.Root`", RELEASES_PROPERTIES),
+    row(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "disable_cgroup"], (2, 0), "cgroup v2 delegation", RELEASES_PROPERTIES),
+    row(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "options", "CriuPath"], (2, 0), "`$PATH` naming the `criu` binary", RELEASES_PROPERTIES),
+    valued(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "runtime_type"], "io.containerd.runtime.v1.linux", RUNC_V2),
+    valued(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "runtime_type"], "io.containerd.runc.v1", RUNC_V2),
+    row(&["plugins", "io.containerd.runtime.v1.linux"], (2, 0), RUNC_V2, RELEASES_FEATURES),
+    valued(&["plugins", "*", "containerd", "snapshotter"], "aufs", "the `overlayfs` snapshotter"),
+    valued(&["plugins", "*", "snapshotter"], "aufs", "the `overlayfs` snapshotter"),
+    row(&["plugins", "io.containerd.snapshotter.v1.aufs"], (2, 0), "the `overlayfs` snapshotter", RELEASES_FEATURES),
+];

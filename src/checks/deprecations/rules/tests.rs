@@ -1,0 +1,104 @@
+use super::*;
+use crate::containerd::config::keys::set_keys;
+
+fn keys(toml: &str) -> Vec<SetKey> {
+    set_keys(&toml.parse().unwrap())
+}
+
+fn facts(toml: &str, version: Option<Version>, reported: Vec<Reported>) -> DeprecationFacts {
+    DeprecationFacts {
+        version,
+        reported: Ok(reported),
+        keys: keys(toml),
+        config_file: "/etc/containerd/config.toml".into(),
+    }
+}
+
+const MIRRORS: &str = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"docker.io\"]\nendpoint = [\"https://mirror\"]\n";
+const MIRRORS_ID: &str = "io.containerd.deprecation/cri-registry-mirrors";
+
+fn mirrors_reported() -> Reported {
+    Reported {
+        id: MIRRORS_ID.into(),
+        message: "The `mirrors` property ... will be removed in containerd v2.4.".into(),
+    }
+}
+
+#[test]
+fn each_table_row_is_found_by_its_key_or_value_and_names_its_release() {
+    let cases: &[(&str, &str, &str)] = &[
+        (MIRRORS, "registry.mirrors", "2.4"),
+        ("[plugins.\"io.containerd.cri.v1.images\".registry.configs.\"r\".tls]\ninsecure_skip_verify = true\n", "registry.configs", "2.4"),
+        ("[plugins.\"io.containerd.cri.v1.runtime\".cni]\nbin_dir = \"/opt/cni/bin\"\n", "cni.bin_dir", "2.4"),
+        ("[plugins.\"io.containerd.cri.v1.runtime\"]\nenable_cdi = true\n", "enable_cdi", "2.4"),
+        ("[plugins.\"io.containerd.grpc.v1.cri\"]\nsystemd_cgroup = true\n", "systemd_cgroup", "2.0"),
+        ("[plugins.cri.containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v1\"\n", "runtime_type = \"io.containerd.runc.v1\"", "2.0"),
+        ("[plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"aufs\"\n", "snapshotter = \"aufs\"", "2.0"),
+    ];
+    for (toml, key, removed) in cases {
+        let found = hits(&keys(toml));
+        assert_eq!(found.len(), 1, "{toml}: {found:?}");
+        let line = line(&found[0], None);
+        assert!(line.contains(key), "{line}");
+        assert!(line.contains(&format!("removed in containerd {removed}")), "{line}");
+    }
+}
+
+#[test]
+fn a_current_setting_or_a_current_value_is_no_hit() {
+    let clean = "version = 3\n[plugins.\"io.containerd.cri.v1.images\".registry]\nconfig_path = \"/etc/containerd/certs.d\"\n\
+                 [plugins.\"io.containerd.cri.v1.runtime\".cni]\nbin_dirs = [\"/opt/cni/bin\"]\n\
+                 [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n\
+                 [plugins.\"io.containerd.cri.v1.images\"]\nsnapshotter = \"overlayfs\"\n";
+    assert_eq!(hits(&keys(clean)), []);
+}
+
+#[test]
+fn the_running_version_says_whether_the_setting_is_still_read_or_gone() {
+    let hit = &hits(&keys(MIRRORS))[0];
+    assert!(line(hit, Some(Version(1, 7, 24))).contains("this containerd (1.7.24) still reads it"));
+    assert!(line(hit, Some(Version(2, 4, 0))).contains("which this containerd (2.4.0) is past"));
+    let gone = &hits(&keys("[plugins.\"io.containerd.grpc.v1.cri\"]\nsystemd_cgroup = true\n"))[0];
+    assert!(line(gone, Some(Version(2, 1, 4))).contains("is past"));
+}
+
+#[test]
+fn a_deprecated_key_warns_naming_the_key_and_release_and_what_containerd_reports() {
+    let f = evaluate(Some(&facts(MIRRORS, Some(Version(2, 1, 4)), vec![mirrors_reported()])));
+    assert_eq!(f.status, crate::report::Status::Warn);
+    assert!(f.summary.contains("registry.mirrors (removed in 2.4)"), "{f:?}");
+    assert_eq!(f.evidence.len(), 1, "one line for the key containerd also reports: {f:?}");
+    assert!(f.evidence[0].contains(MIRRORS_ID) && f.evidence[0].contains("containerd reports it too"));
+}
+
+#[test]
+fn a_warning_only_containerd_reports_is_named_with_its_message() {
+    let nri = Reported { id: "io.containerd.deprecation/nri-v010-plugin".into(), message: "NRI 0.1.0-style plugins are deprecated".into() };
+    let f = evaluate(Some(&facts("version = 3\n", Some(Version(2, 2, 0)), vec![nri])));
+    assert_eq!(f.status, crate::report::Status::Warn);
+    assert!(f.summary.contains("nri-v010-plugin"), "{f:?}");
+    assert!(f.evidence[0].contains("NRI 0.1.0-style"), "{f:?}");
+}
+
+#[test]
+fn a_clean_config_passes_and_containerd_1_6_skips_with_the_reason() {
+    let pass = evaluate(Some(&facts("version = 2\n", Some(Version(1, 7, 24)), vec![])));
+    assert_eq!(pass.status, crate::report::Status::Pass);
+    let skip = evaluate(Some(&facts("version = 2\n", Some(Version(1, 6, 20)), vec![])));
+    assert_eq!(skip.status, crate::report::Status::Skip);
+    assert!(skip.summary.contains("containerd 1.6.20 keeps no deprecation warnings"), "{skip:?}");
+    // 1.6 still warns on the table's keys, and says why containerd reports nothing
+    let warn = evaluate(Some(&facts(MIRRORS, Some(Version(1, 6, 20)), vec![])));
+    assert_eq!(warn.status, crate::report::Status::Warn);
+    assert!(warn.evidence.iter().any(|e| e.contains("keeps no deprecation warnings")), "{warn:?}");
+}
+
+#[test]
+fn an_unreadable_answer_or_a_silent_containerd_never_fails() {
+    let mut f = facts("version = 2\n", Some(Version(2, 1, 4)), vec![]);
+    f.reported = Err("Unimplemented".into());
+    let unread = evaluate(Some(&f));
+    assert_eq!(unread.status, crate::report::Status::Skip);
+    assert!(unread.summary.contains("could not be read: Unimplemented"), "{unread:?}");
+    assert_eq!(evaluate(None).status, crate::report::Status::Skip);
+}
