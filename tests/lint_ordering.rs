@@ -25,7 +25,7 @@ fn a_clean_image_built_as_documented_passes_with_nothing_above_ok() {
         .clone();
     assert_eq!(
         findings.len(),
-        15,
+        16,
         "one finding per lint rule:\n{}",
         o.dump()
     );

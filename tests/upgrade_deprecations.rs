@@ -12,6 +12,7 @@ use testkit as support;
 use support::containerd_major_minor;
 use support::node::{Node, TOOLS};
 use support::runtime::dead_port;
+use support::suite::lint::{expect, Image, SANDBOX};
 use support::temproot::containerd_config_version;
 use support::{root_or_skip, Guard, TempRoot};
 
@@ -83,4 +84,46 @@ fn verify_warns_on_a_deprecated_setting_naming_it_and_its_release_and_passes_a_c
             .mentions("runtime.deprecations", &["keeps no deprecation warnings"]),
     };
     assert_eq!(n.ctrd.restarts(), 0);
+}
+const DPKG_STATUS: &str = "Package: containerd\nStatus: install ok installed\n\
+                           Version: 1.7.24~ds1-1\n\nPackage: kubelet\n\
+                           Status: install ok installed\nVersion: 1.33.0-1.1\n";
+
+#[test]
+fn lint_warns_on_each_removed_key_of_the_images_containerd_config_against_its_version() {
+    let img = Image::clean();
+    expect(
+        &img.lint(&[]),
+        "lint.containerd-deprecations",
+        "pass",
+        0,
+        &[],
+    );
+    img.put(
+        "/etc/containerd/config.toml",
+        &format!("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  systemd_cgroup = true\n\
+         sandbox_image = \"{SANDBOX}\"\n[plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"docker.io\"]\n  \
+         endpoint = [\"https://mirror.example\"]\n"),
+    );
+    expect(
+        &img.lint(&[]),
+        "lint.containerd-deprecations",
+        "warn",
+        0,
+        &[
+            "registry.mirrors` is removed in containerd 2.4",
+            "systemd_cgroup` is removed in containerd 2.0",
+            "version not known",
+        ],
+    );
+    img.put("/var/lib/dpkg/status", DPKG_STATUS);
+    expect(
+        &img.lint(&[]),
+        "lint.containerd-deprecations",
+        "warn",
+        0,
+        &["this containerd (1.7.24) still reads it", MIRRORS_ID],
+    );
+    let strict = img.lint(&["--warn-is-error"]);
+    assert_eq!(strict.code, 1, "{}", strict.dump());
 }

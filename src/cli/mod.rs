@@ -144,7 +144,8 @@ pub enum Command {
     Config,
     /// Check a node image before it ships (a mounted image or a build chroot): containerd
     /// ordered after its volume and the guard, the mount, cloud-init, kubelet, kill-mode,
-    /// the baked sandbox image, the guard's config. Reads DIR only; runs nothing from it.
+    /// the baked sandbox image, containerd's deprecated settings, the guard's config. Reads
+    /// DIR only; runs nothing from it.
     #[command(after_help = lint::EXIT_CODES_HELP)]
     Lint {
         /// The image's root directory (as `systemd-analyze --root`, `dpkg --root`). The

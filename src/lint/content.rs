@@ -158,3 +158,62 @@ fn satisfied_by(image: &Image, device: &DeviceSpec) -> Option<String> {
     }
     None
 }
+
+/// `lint.containerd-deprecations`: each key of the image's containerd config that
+/// upstream deprecated, with the release that removes it, judged against the version of
+/// the image's containerd package where dpkg records one. A warning at most.
+pub fn containerd_deprecations(image: &Image) -> Finding {
+    use crate::checks::deprecations::rules::{hits, lines};
+    let id = Id::LintContainerdDeprecations;
+    let cd = &image.containerd_config;
+    let Ok(config) = &cd.read else {
+        return Finding::skip(
+            id,
+            format!("containerd's config {} cannot be read", cd.file),
+        )
+        .evidence("lint.sandbox-archive names the error");
+    };
+    let version = image.containerd_version;
+    let said = match version {
+        Some(v) => format!("the image's containerd package is {v}"),
+        None => "the image's containerd version not known (no dpkg record of `containerd` or \
+                 `containerd.io`): each key is named with the release that removes it"
+            .to_string(),
+    };
+    let hits = hits(&config.keys);
+    if hits.is_empty() {
+        let keys = config.keys.len();
+        return Finding::pass(
+            id,
+            format!(
+                "none of the {keys} key(s) of {} is deprecated upstream",
+                cd.file
+            ),
+        )
+        .evidence(said);
+    }
+    let named: Vec<String> = hits
+        .iter()
+        .map(|h| {
+            format!(
+                "{} (removed in {}.{})",
+                h.key, h.row.removed_in.0, h.row.removed_in.1
+            )
+        })
+        .collect();
+    let mut finding = Finding::warn(
+        id,
+        format!(
+            "{} uses settings a later containerd removes: {}",
+            cd.file,
+            named.join(", ")
+        ),
+    )
+    .remedy(
+        "replace each setting as its line says before the image ships a containerd that removes it",
+    );
+    for line in lines(&hits, &[], version).into_iter().chain([said]) {
+        finding = finding.evidence(line);
+    }
+    finding
+}

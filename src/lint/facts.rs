@@ -3,12 +3,15 @@
 //! configs, the guard's fragments, containerd's config and the baked archives. Nothing is
 //! judged here; the rules ([`super::rules`], [`super::content`]) are pure.
 
+mod containerd;
+
 use super::user_data::{classify, UserData};
 use crate::checks::volume::rules::mount_unit_name;
 use crate::config::{effective, is_fragment, trust, Settings};
 use crate::containerd::config::{self as cd_config, ContainerdConfig};
 use crate::host::cloud_init::{self, Cloud};
 use crate::host::fstab;
+use crate::host::kubelet::version::Version;
 use crate::host::tree::Tree;
 use crate::host::units::{self, Unit};
 use crate::host::CONFIG_DIRS;
@@ -73,6 +76,8 @@ pub struct Image {
     /// What reading the units cost, and whether it went past the lint's budget.
     pub budget: units::Budget,
     pub containerd_config: Source<ContainerdConfig>,
+    /// The version of the image's containerd package, where dpkg records one.
+    pub containerd_version: Option<Version>,
     /// Each `[sandbox] archives` entry: the image names it holds, verified.
     pub archives: Vec<Source<Vec<String>>>,
 }
@@ -107,7 +112,7 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         },
     };
     let guard = guard_config(tree);
-    let containerd_config = containerd_config(tree, &guard.settings.containerd.config);
+    let containerd_config = containerd::config(tree, &guard.settings.containerd.config);
     let volume = containerd_config
         .read
         .as_ref()
@@ -162,6 +167,7 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         user_data_not_read,
         guard,
         containerd_config,
+        containerd_version: containerd::version(tree),
         archives,
     }
 }
@@ -331,13 +337,6 @@ pub fn judged(tree: &Tree, meta: crate::host::tree::Meta) -> Result<(), String> 
             meta.mode & 0o7777,
             tree.owner()
         )),
-    }
-}
-
-fn containerd_config(tree: &Tree, path: &Path) -> Source<ContainerdConfig> {
-    Source {
-        file: path.display().to_string(),
-        read: cd_config::load_image(tree, path).map_err(|e| e.text().to_string()),
     }
 }
 

@@ -42,6 +42,7 @@ const RULES: &[fn(&Image) -> Finding] = &[
     kubelet::kubelet_order,
     rules::kill_mode,
     content::sandbox_archive,
+    content::containerd_deprecations,
     content::config,
     budget::budget,
 ];

@@ -80,6 +80,7 @@ ids! {
     LintKubeletCgroupDriver => "lint.kubelet-cgroup-driver",
     LintKillMode => "lint.kill-mode",
     LintSandboxArchive => "lint.sandbox-archive",
+    LintContainerdDeprecations => "lint.containerd-deprecations",
     LintConfig => "lint.config",
     LintBudget => "lint.budget",
 }

@@ -45,6 +45,12 @@ pub fn from_version_output(text: &str) -> Option<Version> {
 
 /// The installed kubelet package's version in dpkg's status file.
 pub fn from_dpkg_status(text: &str) -> Option<Version> {
+    dpkg_package_version(text, &["kubelet"])
+}
+
+/// The version of the first of `packages` dpkg's status file records as installed
+/// (containerd is `containerd` in Debian, `containerd.io` in Docker's repository).
+pub fn dpkg_package_version(text: &str, packages: &[&str]) -> Option<Version> {
     text.split("\n\n").find_map(|paragraph| {
         let field = |name: &str| {
             paragraph
@@ -52,7 +58,8 @@ pub fn from_dpkg_status(text: &str) -> Option<Version> {
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(str::trim))
         };
         let installed = field("Status").is_some_and(|s| s.ends_with(" installed"));
-        match field("Package") == Some("kubelet") && installed {
+        let wanted = field("Package").is_some_and(|p| packages.contains(&p));
+        match wanted && installed {
             true => Version::parse(field("Version")?.split(':').next_back()?),
             false => None,
         }
@@ -141,6 +148,24 @@ mod tests {
         assert_eq!(from_dpkg_status(status), Some(Version(1, 35, 0)));
         let removed = "Package: kubelet\nStatus: deinstall ok config-files\nVersion: 1.35.0-1.1\n";
         assert_eq!(from_dpkg_status(removed), None);
+    }
+
+    #[test]
+    fn dpkg_status_names_containerd_by_either_package_name_and_epoch() {
+        let names = ["containerd", "containerd.io"];
+        let debian =
+            "Package: containerd\nStatus: install ok installed\nVersion: 1.6.20~ds1-1+b1\n";
+        assert_eq!(
+            dpkg_package_version(debian, &names),
+            Some(Version(1, 6, 20))
+        );
+        let docker = "Package: containerd.io\nStatus: install ok installed\nVersion: 1:1.7.27-1\n";
+        assert_eq!(
+            dpkg_package_version(docker, &names),
+            Some(Version(1, 7, 27))
+        );
+        let other = "Package: containerd-guard\nStatus: install ok installed\nVersion: 0.2.0\n";
+        assert_eq!(dpkg_package_version(other, &names), None);
     }
 
     #[test]
