@@ -22,16 +22,22 @@ pub struct Hit {
     pub row: &'static Deprecated,
 }
 
-/// Every key of `keys` the table deprecates, in the config's order.
+/// Every key of `keys` the table deprecates, in the config's order: by value where the
+/// row names one, else where the key holds something (a key written empty, as
+/// `containerd config default` writes them all, is no setting to replace).
 pub fn hits(keys: &[SetKey]) -> Vec<Hit> {
     let matches = |row: &Deprecated, key: &SetKey| {
         row.key.len() == key.path.len()
             && row.key.iter().zip(&key.path).all(|(r, k)| *r == "*" || r == k)
-            && row.value.is_none_or(|v| key.value.as_deref() == Some(v))
+            && match row.value {
+                Some(v) => key.value.as_deref() == Some(v),
+                None => !key.empty,
+            }
     };
     let hit = |key: &SetKey| {
         let row = TABLE.iter().find(|row| matches(row, key))?;
         let key = match row.value {
+            Some(v @ ("true" | "false")) => format!("{} = {v}", key.dotted()),
             Some(v) => format!("{} = \"{v}\"", key.dotted()),
             None => key.dotted(),
         };

@@ -15,8 +15,12 @@ const MAX_DEPTH: usize = 12;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetKey {
     pub path: Vec<String>,
-    /// The value, when it is a string.
+    /// The value, when it is a string or a boolean (`true`, `false`).
     pub value: Option<String>,
+    /// It holds nothing: an empty string or list, `false`, zero, or a table of such
+    /// values. `containerd config default` writes every key so: one that holds nothing
+    /// is the same as one not written.
+    pub empty: bool,
 }
 
 impl SetKey {
@@ -44,14 +48,33 @@ fn walk(table: &Table, path: &mut Vec<String>, keys: &mut Vec<SetKey>) {
             return;
         }
         path.push(name.clone());
+        let text = match value {
+            Value::String(s) => Some(s.clone()),
+            Value::Boolean(b) => Some(b.to_string()),
+            _ => None,
+        };
         keys.push(SetKey {
             path: path.clone(),
-            value: value.as_str().map(str::to_string),
+            value: text,
+            empty: holds_nothing(value),
         });
         if let (Value::Table(inner), true) = (value, path.len() < MAX_DEPTH) {
             walk(inner, path, keys);
         }
         path.pop();
+    }
+}
+
+/// An empty string or list, `false`, zero, or a table of only such values.
+fn holds_nothing(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Boolean(b) => !b,
+        Value::Integer(i) => *i == 0,
+        Value::Float(f) => *f == 0.0,
+        Value::Table(t) => t.values().all(holds_nothing),
+        Value::Datetime(_) => false,
     }
 }
 

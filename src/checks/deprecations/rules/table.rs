@@ -8,7 +8,10 @@
 //! 2.3 while RELEASES.md lists 2.4 (the table follows RELEASES.md, which was changed
 //! after the warning). When upstream moves a target again, change the row here.
 
-/// A deprecated setting of containerd's config.
+/// A deprecated setting of containerd's config. A plugin's own table (the runtime v1
+/// shim's, the aufs snapshotter's) is no row: `containerd config default` writes them,
+/// and what upstream removed is their use, found by value (`runtime_type`, `snapshotter`).
+/// `enable_cdi` matters only turned off: CDI is always on once it is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deprecated {
     /// The key's path; `*` stands for any one table name (CRI's plugin is
@@ -68,7 +71,7 @@ pub const TABLE: &[Deprecated] = &[
     row(&["plugins", "*", "registry", "configs"], (2, 4), HOSTS, "io.containerd.deprecation/cri-registry-configs"),
     row(&["plugins", "*", "registry", "auths"], (2, 4), "kubelet's ImagePullSecrets", "io.containerd.deprecation/cri-registry-auths"),
     row(&["plugins", "*", "cni", "bin_dir"], (2, 4), "`bin_dirs`, a list, in the same table", "io.containerd.deprecation/cri-cni-bin-dir"),
-    row(&["plugins", "*", "enable_cdi"], (2, 4), "nothing: CDI is always enabled", "io.containerd.deprecation/enable-cdi"),
+    Deprecated { key: &["plugins", "*", "enable_cdi"], value: Some("false"), removed_in: (2, 4), instead: "nothing: CDI is always enabled then", reference: "io.containerd.deprecation/enable-cdi" },
     row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "endpoint"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
     row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "protocol"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
     row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "insecure"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
@@ -83,8 +86,6 @@ pub const TABLE: &[Deprecated] = &[
     row(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "options", "CriuPath"], (2, 0), "`$PATH` naming the `criu` binary", RELEASES_PROPERTIES),
     valued(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "runtime_type"], "io.containerd.runtime.v1.linux", RUNC_V2),
     valued(&[RUNTIMES[0], RUNTIMES[1], RUNTIMES[2], RUNTIMES[3], "*", "runtime_type"], "io.containerd.runc.v1", RUNC_V2),
-    row(&["plugins", "io.containerd.runtime.v1.linux"], (2, 0), RUNC_V2, RELEASES_FEATURES),
     valued(&["plugins", "*", "containerd", "snapshotter"], "aufs", "the `overlayfs` snapshotter"),
     valued(&["plugins", "*", "snapshotter"], "aufs", "the `overlayfs` snapshotter"),
-    row(&["plugins", "io.containerd.snapshotter.v1.aufs"], (2, 0), "the `overlayfs` snapshotter", RELEASES_FEATURES),
 ];

@@ -30,7 +30,7 @@ fn each_table_row_is_found_by_its_key_or_value_and_names_its_release() {
         (MIRRORS, "registry.mirrors", "2.4"),
         ("[plugins.\"io.containerd.cri.v1.images\".registry.configs.\"r\".tls]\ninsecure_skip_verify = true\n", "registry.configs", "2.4"),
         ("[plugins.\"io.containerd.cri.v1.runtime\".cni]\nbin_dir = \"/opt/cni/bin\"\n", "cni.bin_dir", "2.4"),
-        ("[plugins.\"io.containerd.cri.v1.runtime\"]\nenable_cdi = true\n", "enable_cdi", "2.4"),
+        ("[plugins.\"io.containerd.cri.v1.runtime\"]\nenable_cdi = false\n", "enable_cdi = false", "2.4"),
         ("[plugins.\"io.containerd.grpc.v1.cri\"]\nsystemd_cgroup = true\n", "systemd_cgroup", "2.0"),
         ("[plugins.cri.containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v1\"\n", "runtime_type = \"io.containerd.runc.v1\"", "2.0"),
         ("[plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"aufs\"\n", "snapshotter = \"aufs\"", "2.0"),
@@ -101,4 +101,22 @@ fn an_unreadable_answer_or_a_silent_containerd_never_fails() {
     assert_eq!(unread.status, crate::report::Status::Skip);
     assert!(unread.summary.contains("could not be read: Unimplemented"), "{unread:?}");
     assert_eq!(evaluate(None).status, crate::report::Status::Skip);
+}
+
+/// `containerd config default` of 1.6 (Debian 12), 1.7 and 2.1 writes every key, most of
+/// them empty: only what it sets to a value upstream deprecated is a hit (1.x sets the
+/// CNI `bin_dir`, which 2.4 removes; 1.7 turns CDI off, which upstream warns about too).
+#[test]
+fn a_default_config_as_containerd_writes_it_hits_only_what_it_sets() {
+    let found = |name: &str| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = dir.join("src/checks/deprecations/rules/fixtures").join(name);
+        let hits = hits(&keys(&std::fs::read_to_string(path).unwrap()));
+        hits.into_iter().map(|h| h.key).collect::<Vec<_>>()
+    };
+    let bin_dir = "plugins.\"io.containerd.grpc.v1.cri\".cni.bin_dir";
+    let cdi_off = "plugins.\"io.containerd.grpc.v1.cri\".enable_cdi = false";
+    assert_eq!(found("containerd-1.6-default.toml"), [bin_dir]);
+    assert_eq!(found("containerd-1.7-default.toml"), [bin_dir, cdi_off]);
+    assert_eq!(found("containerd-2.1-default.toml"), Vec::<String>::new());
 }
