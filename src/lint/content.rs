@@ -163,7 +163,7 @@ fn satisfied_by(image: &Image, device: &DeviceSpec) -> Option<String> {
 /// upstream deprecated, with the release that removes it, judged against the version of
 /// the image's containerd package where dpkg records one. A warning at most.
 pub fn containerd_deprecations(image: &Image) -> Finding {
-    use crate::checks::deprecations::rules::{hits, lines};
+    use crate::checks::deprecations::rules::{by_now, hits, later_line, lines};
     let id = Id::LintContainerdDeprecations;
     let cd = &image.containerd_config;
     let Ok(config) = &cd.read else {
@@ -180,17 +180,25 @@ pub fn containerd_deprecations(image: &Image) -> Finding {
                  `containerd.io`): each key is named with the release that removes it"
             .to_string(),
     };
-    let hits = hits(&config.keys);
+    let (hits, later) = by_now(hits(&config.keys), version);
+    let later: Vec<String> = later.iter().map(|h| later_line(h, version)).collect();
     if hits.is_empty() {
         let keys = config.keys.len();
-        return Finding::pass(
-            id,
-            format!(
+        let summary = match later.len() {
+            0 => format!(
                 "none of the {keys} key(s) of {} is deprecated upstream",
                 cd.file
             ),
-        )
-        .evidence(said);
+            n => format!(
+                "{n} key(s) of {} to replace with a containerd upgrade, none before it",
+                cd.file
+            ),
+        };
+        let pass = Finding::pass(id, summary);
+        return later
+            .into_iter()
+            .chain([said])
+            .fold(pass, Finding::evidence);
     }
     let named: Vec<String> = hits
         .iter()
@@ -212,7 +220,11 @@ pub fn containerd_deprecations(image: &Image) -> Finding {
     .remedy(
         "replace each setting as its line says before the image ships a containerd that removes it",
     );
-    for line in lines(&hits, &[], version).into_iter().chain([said]) {
+    for line in lines(&hits, &[], version)
+        .into_iter()
+        .chain(later)
+        .chain([said])
+    {
         finding = finding.evidence(line);
     }
     finding

@@ -51,6 +51,28 @@ fn release((major, minor): (u32, u32)) -> String {
     format!("{major}.{minor}")
 }
 
+/// The hits that can be acted on now (the running containerd reads their replacement, or
+/// its version is not known), and those that wait for the upgrade.
+pub fn by_now(hits: Vec<Hit>, running: Option<Version>) -> (Vec<Hit>, Vec<Hit>) {
+    hits.into_iter()
+        .partition(|h| running.is_none_or(|v| (v.0, v.1) >= h.row.replaceable_from))
+}
+
+/// One evidence line a hit that waits for the upgrade: no warning, since this containerd
+/// (`running`) does not read its replacement yet.
+pub fn later_line(hit: &Hit, running: Option<Version>) -> String {
+    let running = running.map(|v| format!(" ({v})")).unwrap_or_default();
+    format!(
+        "`{}` is removed in containerd {}; its replacement, {}, is read from containerd {} \
+         on, not by this one{running}: change it with the upgrade ({})",
+        hit.key,
+        release(hit.row.removed_in),
+        hit.row.instead,
+        release(hit.row.replaceable_from),
+        hit.row.reference
+    )
+}
+
 /// One evidence line a hit: the key, the release that removes it, what the running
 /// containerd (`running`, where known) makes of it, the fix and the reference.
 pub fn line(hit: &Hit, running: Option<Version>) -> String {
@@ -109,9 +131,13 @@ pub fn evaluate(facts: Option<&DeprecationFacts>) -> Finding {
         )),
         _ => unread,
     };
+    let (hits, later) = by_now(hits, f.version);
+    let later: Vec<String> = later.iter().map(|h| later_line(h, f.version)).collect();
     let lines = lines(&hits, reported, f.version);
     if lines.is_empty() {
-        return clean(id, f, silent);
+        return later
+            .into_iter()
+            .fold(clean(id, f, silent), Finding::evidence);
     }
     let named: Vec<String> = hits
         .iter()
@@ -127,7 +153,7 @@ pub fn evaluate(facts: Option<&DeprecationFacts>) -> Finding {
          (`ctr deprecations list` shows what containerd itself reports)",
         f.config_file
     ));
-    for line in lines.into_iter().chain(silent) {
+    for line in lines.into_iter().chain(later).chain(silent) {
         finding = finding.evidence(line);
     }
     finding

@@ -7,6 +7,11 @@
 //! to go in 2.0, then 2.1, and are now listed for 2.4; `enable_cdi`'s warning text says
 //! 2.3 while RELEASES.md lists 2.4 (the table follows RELEASES.md, which was changed
 //! after the warning). When upstream moves a target again, change the row here.
+//!
+//! A row also says from which release its replacement is read: `bin_dirs` from 2.1, the
+//! OpenTelemetry variables and CDI on by default from 2.0. A node on an older containerd
+//! (1.6's and 1.7's default configs set `cni.bin_dir`, 1.7's `enable_cdi = false`) cannot
+//! act on it yet: that is said, not warned.
 
 /// A deprecated setting of containerd's config. A plugin's own table (the runtime v1
 /// shim's, the aufs snapshotter's) is no row: `containerd config default` writes them,
@@ -25,6 +30,17 @@ pub struct Deprecated {
     pub instead: &'static str,
     /// containerd's deprecation id, or where upstream lists it.
     pub reference: &'static str,
+    /// The first containerd (major, minor) that reads what to use instead: on an older
+    /// one the setting cannot be replaced yet, only changed with the upgrade.
+    pub replaceable_from: (u32, u32),
+}
+
+impl Deprecated {
+    /// The row, its replacement read only from containerd `release` on.
+    const fn replaceable_from(mut self, release: (u32, u32)) -> Deprecated {
+        self.replaceable_from = release;
+        self
+    }
 }
 
 const RELEASES_PROPERTIES: &str = "containerd RELEASES.md, Deprecated config properties";
@@ -43,6 +59,7 @@ const fn row(
         removed_in,
         instead,
         reference,
+        replaceable_from: (0, 0),
     }
 }
 
@@ -57,6 +74,7 @@ const fn valued(
         removed_in: (2, 0),
         instead,
         reference: RELEASES_FEATURES,
+        replaceable_from: (0, 0),
     }
 }
 
@@ -70,13 +88,13 @@ pub const TABLE: &[Deprecated] = &[
     row(&["plugins", "*", "registry", "mirrors"], (2, 4), HOSTS, "io.containerd.deprecation/cri-registry-mirrors"),
     row(&["plugins", "*", "registry", "configs"], (2, 4), HOSTS, "io.containerd.deprecation/cri-registry-configs"),
     row(&["plugins", "*", "registry", "auths"], (2, 4), "kubelet's ImagePullSecrets", "io.containerd.deprecation/cri-registry-auths"),
-    row(&["plugins", "*", "cni", "bin_dir"], (2, 4), "`bin_dirs`, a list, in the same table", "io.containerd.deprecation/cri-cni-bin-dir"),
-    Deprecated { key: &["plugins", "*", "enable_cdi"], value: Some("false"), removed_in: (2, 4), instead: "nothing: CDI is always enabled then", reference: "io.containerd.deprecation/enable-cdi" },
-    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "endpoint"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
-    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "protocol"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
-    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "insecure"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config"),
-    row(&["plugins", "io.containerd.internal.v1.tracing", "service_name"], (2, 4), "OTEL_SERVICE_NAME", "io.containerd.deprecation/tracing-service-config"),
-    row(&["plugins", "io.containerd.internal.v1.tracing", "sampling_ratio"], (2, 4), "OTEL_TRACES_SAMPLER*", "io.containerd.deprecation/tracing-service-config"),
+    row(&["plugins", "*", "cni", "bin_dir"], (2, 4), "`bin_dirs`, a list, in the same table", "io.containerd.deprecation/cri-cni-bin-dir").replaceable_from((2, 1)),
+    Deprecated { key: &["plugins", "*", "enable_cdi"], value: Some("false"), removed_in: (2, 4), instead: "nothing: CDI is always enabled then", reference: "io.containerd.deprecation/enable-cdi", replaceable_from: (2, 0) },
+    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "endpoint"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config").replaceable_from((2, 0)),
+    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "protocol"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config").replaceable_from((2, 0)),
+    row(&["plugins", "io.containerd.tracing.processor.v1.otlp", "insecure"], (2, 4), "OTEL_EXPORTER_OTLP_* environment variables", "io.containerd.deprecation/tracing-processor-config").replaceable_from((2, 0)),
+    row(&["plugins", "io.containerd.internal.v1.tracing", "service_name"], (2, 4), "OTEL_SERVICE_NAME", "io.containerd.deprecation/tracing-service-config").replaceable_from((2, 0)),
+    row(&["plugins", "io.containerd.internal.v1.tracing", "sampling_ratio"], (2, 4), "OTEL_TRACES_SAMPLER*", "io.containerd.deprecation/tracing-service-config").replaceable_from((2, 0)),
     row(&["plugins", "*", "systemd_cgroup"], (2, 0), "`SystemdCgroup = true` in the runc runtime's options", RELEASES_PROPERTIES),
     row(&["plugins", "*", "containerd", "untrusted_workload_runtime"], (2, 0), "an `untrusted` runtime in `runtimes`", RELEASES_PROPERTIES),
     row(&["plugins", "*", "containerd", "default_runtime"], (2, 0), "`default_runtime_name`", RELEASES_PROPERTIES),

@@ -1,5 +1,6 @@
 use super::*;
 use crate::containerd::config::keys::set_keys;
+use crate::report::Status;
 
 fn keys(toml: &str) -> Vec<SetKey> {
     set_keys(&toml.parse().unwrap())
@@ -119,4 +120,31 @@ fn a_default_config_as_containerd_writes_it_hits_only_what_it_sets() {
     assert_eq!(found("containerd-1.6-default.toml"), [bin_dir]);
     assert_eq!(found("containerd-1.7-default.toml"), [bin_dir, cdi_off]);
     assert_eq!(found("containerd-2.1-default.toml"), Vec::<String>::new());
+}
+
+/// A node on containerd's own default config is no upgrade hazard to warn about: 1.6 and
+/// 1.7 cannot read `bin_dirs` (2.1) nor turn CDI's default (2.0), so those hits are said
+/// and wait for the upgrade; the registry mirrors, replaceable on every 1.x, still warn.
+#[test]
+fn a_setting_whose_replacement_the_running_containerd_cannot_read_is_said_not_warned() {
+    let default = |name: &str| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = dir.join("src/checks/deprecations/rules/fixtures").join(name);
+        std::fs::read_to_string(path).unwrap()
+    };
+    let on_1_7 = facts(&default("containerd-1.7-default.toml"), Some(Version(1, 7, 24)), vec![]);
+    let f = evaluate(Some(&on_1_7));
+    assert_eq!(f.status, Status::Pass, "{f:?}");
+    let said = f.evidence.join("\n");
+    assert!(said.contains("`bin_dirs`, a list, in the same table, is read from containerd 2.1 on, not by this one (1.7.24)"), "{said}");
+    assert!(said.contains("enable_cdi = false"), "{said}");
+    let on_1_6 = facts(&default("containerd-1.6-default.toml"), Some(Version(1, 6, 20)), vec![]);
+    assert_eq!(evaluate(Some(&on_1_6)).status, Status::Skip);
+    // a 2.1 reads `bin_dirs`: the same key warns there
+    let bin_dir = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\nbin_dir = \"/opt/cni/bin\"\n";
+    let on_2_1 = evaluate(Some(&facts(bin_dir, Some(Version(2, 1, 9)), vec![])));
+    assert_eq!(on_2_1.status, Status::Warn, "{on_2_1:?}");
+    // and the mirrors warn on 1.7 as on 2.1
+    let mirrors = evaluate(Some(&facts(MIRRORS, Some(Version(1, 7, 24)), vec![])));
+    assert_eq!(mirrors.status, Status::Warn);
 }
