@@ -9,7 +9,7 @@ use crate::facts::small_file;
 use std::path::Path;
 
 /// The rules, one finding each, in this order (the spec of guard lint).
-pub const LINT_IDS: &str = "lint.guard-dropin lint.containerd-order lint.volume-mount lint.volume-nofail lint.cloud-init lint.kubelet-gate lint.kubelet-order lint.kill-mode lint.sandbox-archive lint.config lint.budget";
+pub const LINT_IDS: &str = "lint.guard-dropin lint.containerd-order lint.volume-mount lint.volume-nofail lint.cloud-init lint.kubelet-gate lint.kubelet-order lint.kubelet-endpoint lint.kubelet-pod-infra-image lint.kubelet-cgroup-v1 lint.kubelet-cgroup-driver lint.kill-mode lint.sandbox-archive lint.containerd-deprecations lint.config lint.budget";
 
 /// One hazard of guard lint's table, planted in a copy of its own (lib/lint-image.sh
 /// plant_NAME) over the healthy scenario's generator output.
