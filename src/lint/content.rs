@@ -173,7 +173,7 @@ pub fn containerd_deprecations(image: &Image) -> Finding {
         )
         .evidence("lint.sandbox-archive names the error");
     };
-    let version = image.containerd_version;
+    let version = super::facts::dpkg::containerd_version(&image.dpkg_status);
     let said = match version {
         Some(v) => format!("the image's containerd package is {v}"),
         None => "the image's containerd version not known (no dpkg record of `containerd` or \

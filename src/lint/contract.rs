@@ -8,7 +8,7 @@
 //! decides only where its own kernel command line asks for v1: a kubelet that refuses
 //! cgroup v1 fails there and is warned of elsewhere.
 
-use super::facts::Image;
+use super::facts::{Image, Source};
 use crate::checks::kubelet::facts::KubeletFacts;
 use crate::checks::kubelet::rules::{self, Cgroups};
 use crate::checks::Target;
@@ -20,9 +20,6 @@ use crate::host::tree::Tree;
 use crate::report::{Finding, Id};
 use std::path::Path;
 
-/// dpkg's record of every installed package (a few MiB on a full image).
-pub const DPKG_STATUS: &str = "/var/lib/dpkg/status";
-const DPKG_CAP: u64 = 64 << 20;
 /// Where rpm keeps its database (RHEL 8's, and Fedora's and RHEL 9's later place).
 const RPM_DBS: [&str; 2] = ["/var/lib/rpm", "/usr/lib/sysimage/rpm"];
 
@@ -56,7 +53,7 @@ pub fn gather(tree: &Tree, image: &Image) -> ImageKubelet {
         .ok()
         .and_then(Option::as_ref)
         .and_then(|c| c.binary.clone());
-    let (version, version_from) = match version_of(tree, binary.as_deref()) {
+    let (version, version_from) = match version_of(tree, &image.dpkg_status, binary.as_deref()) {
         Ok((v, from)) => (Ok(v), Some(from)),
         Err(why) => (Err(why), None),
     };
@@ -88,17 +85,20 @@ fn env_file(tree: &Tree, path: &str) -> Option<String> {
 
 /// kubelet's version and the file it was read from: dpkg's record of the kubelet
 /// package, else the version string in `binary`; else why neither said it.
-fn version_of(tree: &Tree, binary: Option<&str>) -> Result<(Version, String), String> {
+fn version_of(
+    tree: &Tree,
+    dpkg: &Source<Option<String>>,
+    binary: Option<&str>,
+) -> Result<(Version, String), String> {
     let mut why = Vec::new();
-    match tree.read(Path::new(DPKG_STATUS), DPKG_CAP) {
-        Ok(Some((bytes, _))) => match version::from_dpkg_status(&String::from_utf8_lossy(&bytes)) {
-            Some(v) => return Ok((v, DPKG_STATUS.to_string())),
-            None => why.push(format!(
-                "{DPKG_STATUS} records no installed kubelet package"
-            )),
+    let status = &dpkg.file;
+    match &dpkg.read {
+        Ok(Some(text)) => match version::from_dpkg_status(text) {
+            Some(v) => return Ok((v, status.clone())),
+            None => why.push(format!("{status} records no installed kubelet package")),
         },
-        Ok(None) => why.push(format!("no {DPKG_STATUS}")),
-        Err(e) => why.push(e),
+        Ok(None) => why.push(format!("no {status}")),
+        Err(e) => why.push(e.clone()),
     }
     match binary.filter(|b| b.starts_with('/')) {
         Some(bin) => match tree.open_file(Path::new(bin)) {

@@ -4,6 +4,7 @@
 //! judged here; the rules ([`super::rules`], [`super::content`]) are pure.
 
 mod containerd;
+pub(super) mod dpkg;
 
 use super::user_data::{classify, UserData};
 use crate::checks::volume::rules::mount_unit_name;
@@ -11,7 +12,6 @@ use crate::config::{effective, is_fragment, trust, Settings};
 use crate::containerd::config::{self as cd_config, ContainerdConfig};
 use crate::host::cloud_init::{self, Cloud};
 use crate::host::fstab;
-use crate::host::kubelet::version::Version;
 use crate::host::tree::Tree;
 use crate::host::units::{self, Unit};
 use crate::host::CONFIG_DIRS;
@@ -76,8 +76,8 @@ pub struct Image {
     /// What reading the units cost, and whether it went past the lint's budget.
     pub budget: units::Budget,
     pub containerd_config: Source<ContainerdConfig>,
-    /// The version of the image's containerd package, where dpkg records one.
-    pub containerd_version: Option<Version>,
+    /// dpkg's status file, for the versions of the image's packages ([`dpkg`]).
+    pub dpkg_status: Source<Option<String>>,
     /// Each `[sandbox] archives` entry: the image names it holds, verified.
     pub archives: Vec<Source<Vec<String>>>,
 }
@@ -167,7 +167,7 @@ pub fn gather(tree: &Tree, user_data: Option<(String, String)>) -> Image {
         user_data_not_read,
         guard,
         containerd_config,
-        containerd_version: containerd::version(tree),
+        dpkg_status: dpkg::status(tree),
         archives,
     }
 }
