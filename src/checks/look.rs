@@ -94,13 +94,6 @@ impl<'a> Look<'a> {
         version.as_ref().ok().map(|(v, _)| v.as_str())
     }
 
-    /// The connection and containerd's `Version` answer; `None` before it answered.
-    pub fn answered_version(&self) -> Option<(&Conn, &VersionAnswer)> {
-        self.answered
-            .as_ref()
-            .map(|(conn, version)| (conn, version))
-    }
-
     /// The connection, for what the run does after the look (remedies).
     pub fn into_conn(self) -> Option<Conn> {
         self.answered.map(|(conn, _)| conn)

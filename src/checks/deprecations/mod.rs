@@ -21,8 +21,8 @@ impl Family for Deprecations {
     /// containerd's warnings (one call), its version from the look's answer, and the keys
     /// of the config the guard already read.
     async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
-        let (conn, version) = look.answered_version()?;
-        let version = version.as_ref().ok().and_then(|(v, _)| Version::parse(v));
+        let conn = look.conn()?;
+        let version = look.containerd_version().and_then(Version::parse);
         Some(facts::DeprecationFacts {
             version,
             reported: facts::reported(conn).await,
