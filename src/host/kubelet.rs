@@ -142,16 +142,6 @@ impl KubeletFiles {
     }
 }
 
-/// kubelet's eviction settings on this node ([`KubeletFiles::eviction`]).
-pub fn read(host: &Host, configured: Option<&Path>) -> Result<Option<Eviction>, String> {
-    KubeletFiles::read(host, configured).eviction()
-}
-
-/// kubelet's contract on this node ([`KubeletFiles::contract`]).
-pub fn read_contract(host: &Host, configured: Option<&Path>) -> Result<contract::Contract, String> {
-    KubeletFiles::read(host, configured).contract()
-}
-
 /// kubelet's configuration file, where kubelet takes it (`configured`, else its unit's
 /// `--config`, else [`DEFAULT_CONFIG`]), and what the guard reads of it: `None` when it
 /// does not exist yet; an error naming it when it cannot be read or parsed.

@@ -2,6 +2,16 @@ use super::*;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kubelet");
 
+/// kubelet's eviction settings on `host` ([`KubeletFiles::eviction`]).
+fn read(host: &Host, configured: Option<&Path>) -> Result<Option<Eviction>, String> {
+    KubeletFiles::read(host, configured).eviction()
+}
+
+/// kubelet's contract on `host` ([`KubeletFiles::contract`]).
+fn read_contract(host: &Host, configured: Option<&Path>) -> Result<contract::Contract, String> {
+    KubeletFiles::read(host, configured).contract()
+}
+
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(Path::new(FIXTURES).join(name)).unwrap()
 }
