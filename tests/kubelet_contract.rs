@@ -131,18 +131,7 @@ fn k02_pod_infra_container_image_fails_on_kubelet_1_35_and_warns_on_1_34() {
 /// The `openat` calls of `file` that `guard ARGS` made (`strace`).
 fn opens_of(cfg: &Path, file: &Path, args: &[&str]) -> Vec<String> {
     let trace = file.with_extension("strace");
-    let trace_arg = trace.display().to_string();
-    let out = Guard::with_config(cfg)
-        .wrapped_in(&[
-            "strace",
-            "-f",
-            "-qq",
-            "-e",
-            "trace=openat",
-            "-o",
-            &trace_arg,
-        ])
-        .run(args);
+    let out = Guard::with_config(cfg).tracing_opens(&trace).run(args);
     assert!(out.code == 0 || out.code == 1, "{}", out.dump());
     let quoted = format!("\"{}\"", file.display());
     let text = std::fs::read_to_string(&trace).unwrap();

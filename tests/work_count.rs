@@ -36,17 +36,8 @@ struct Work {
 
 fn work_of(cfg: &Path, dir: &Path, label: &str) -> Work {
     let trace = dir.join(format!("strace.{label}"));
-    let trace_arg = trace.display().to_string();
     let out = Guard::with_config(cfg)
-        .wrapped_in(&[
-            "strace",
-            "-f",
-            "-qq",
-            "-e",
-            "trace=openat",
-            "-o",
-            &trace_arg,
-        ])
+        .tracing_opens(&trace)
         .arg("-v")
         .run(&["verify"]);
     // (the tree's containerd root is not a mount: verify fails volume.mounted, as it should)

@@ -90,6 +90,13 @@ impl Guard {
         self
     }
 
+    /// Run the guard under `strace -f`, every `openat` it and its children make written to
+    /// `trace`: what a test reads to count the files a command opens.
+    pub fn tracing_opens(self, trace: &Path) -> Guard {
+        let trace = trace.display().to_string();
+        self.wrapped_in(&["strace", "-f", "-qq", "-e", "trace=openat", "-o", &trace])
+    }
+
     /// The command before its arguments: the guard itself, or its wrapper.
     fn command(&self) -> Command {
         match self.wrapper.split_first() {
