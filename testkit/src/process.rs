@@ -34,18 +34,22 @@ impl Identity {
     /// Whether this very process still runs: the pid is there with the same start time and
     /// is not a zombie.
     pub fn still_runs(&self) -> bool {
-        matches!(state_and_start(self.pid),
-            Some((state, start)) if start == self.start_ticks && !matches!(state, 'Z' | 'X'))
+        self.runs_in(state_and_start(self.pid))
     }
 
     /// Panics unless this very process still runs, naming it `what`.
     pub fn assert_still_runs(&self, what: &str) {
         let now = state_and_start(self.pid);
         assert!(
-            self.still_runs(),
+            self.runs_in(now),
             "{what}: process {} (start {}) no longer runs; /proc says {now:?}",
             self.pid,
             self.start_ticks
         );
+    }
+
+    /// Whether `now` (this pid's state and start time) is this process, running.
+    fn runs_in(&self, now: Option<(char, u64)>) -> bool {
+        matches!(now, Some((state, start)) if start == self.start_ticks && !matches!(state, 'Z' | 'X'))
     }
 }
