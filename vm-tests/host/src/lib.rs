@@ -4,6 +4,7 @@
 pub mod boot;
 pub mod checks;
 pub mod facts;
+pub mod pool;
 pub mod run;
 pub mod scenarios;
 pub mod schedule;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use vm_tests::boot;
-use vm_tests::run::Run;
+use vm_tests::run::{Job, Run};
 use vm_tests::scenarios::{Scenario, ALL};
 use vm_tests::summary::{log, say};
 
@@ -171,15 +171,18 @@ fn go(args: Args) -> Result<bool, String> {
         prep,
         summary: Default::default(),
     };
-    for n in &names {
-        run.stage(n);
-    }
+    let mut jobs: Vec<Job> = names.iter().cloned().map(Job::Stage).collect();
     if chaos_n != 0 {
         let seed = args
             .chaos_seed
             .unwrap_or_else(|| vm_tests::seed::default_seed(&run.repo));
-        run.chaos(chaos_n, seed);
+        jobs.extend((0..chaos_n).map(|i| Job::Chaos {
+            i,
+            n: chaos_n,
+            seed: seed + i,
+        }));
     }
+    run.all(&jobs, vm_tests::pool::workers());
     say(&run.summary.closing(t_suite.elapsed().as_secs()));
     Ok(run.summary.fails == 0)
 }

@@ -20,6 +20,14 @@ pub struct Run {
     pub summary: Summary,
 }
 
+/// VM_CHAOS_BOUND when set: the seconds of uptime a chaos boot must settle by.
+fn chaos_bound() -> String {
+    std::env::var("VM_CHAOS_BOUND")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or("240".into())
+}
+
 /// VM_TIMEOUT when set, else the boot's own default.
 fn timeout(default: u64) -> u64 {
     std::env::var("VM_TIMEOUT")
@@ -28,31 +36,104 @@ fn timeout(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// One unit of a run: booted (or linted) by a worker, judged in the listed order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Job {
+    /// dracut-build, lint or a scenario, by name
+    Stage(String),
+    /// chaos boot `i` of `n`, its schedule drawn from `seed`
+    Chaos { i: u64, n: u64, seed: u64 },
+}
+
+impl Job {
+    /// Roughly how long the job takes, to start the longest first: a scenario's boot
+    /// timeout (doubled for two boots), a chaos boot's.
+    fn weight(&self) -> u64 {
+        match self {
+            Job::Stage(n) => match Scenario::find(n) {
+                Some(s) => s.timeout * if s.second_boot.is_some() { 2 } else { 1 },
+                None if n == "lint" => 300,
+                None => 0,
+            },
+            Job::Chaos { .. } => 480,
+        }
+    }
+}
+
 impl Run {
-    pub fn stage(&mut self, name: &str) {
-        match name {
-            "dracut-build" => self.dracut_build(),
-            "lint" => self.lint_stage(),
-            _ => match Scenario::find(name) {
-                Some(s) => self.scenario(s),
+    /// Every job, `workers` boots at a time, the heaviest started first; the verdicts
+    /// printed in the listed order.
+    pub fn all(&mut self, jobs: &[Job], workers: usize) {
+        let mut start: Vec<usize> = (0..jobs.len()).collect();
+        start.sort_by_key(|&k| std::cmp::Reverse(jobs[k].weight()));
+        let mut summary = std::mem::take(&mut self.summary);
+        let this = &*self;
+        crate::pool::ordered(
+            jobs,
+            &start,
+            workers,
+            |job| this.produce(job),
+            |job| this.show(job, &mut summary),
+        );
+        self.summary = summary;
+    }
+
+    /// The job's boots or lint runs (nothing when judging kept files).
+    fn produce(&self, job: &Job) {
+        if self.reassert {
+            return;
+        }
+        match job {
+            Job::Stage(n) if n == "lint" => self.lint_runs(&self.runs.join("lint")),
+            Job::Stage(n) => {
+                if let Some(s) = Scenario::find(n) {
+                    let d = self.runs.join(s.name);
+                    let _ = std::fs::create_dir_all(&d);
+                    if let Err(e) = self.boot_scenario(s, &d) {
+                        log(&format!("scenario {}: {e}", s.name));
+                    }
+                }
+            }
+            &Job::Chaos { i, seed, .. } => {
+                let s = chaos::Schedule::draw(seed);
+                let d = self.runs.join(format!("chaos-{i}"));
+                let _ = std::fs::create_dir_all(&d);
+                log(&format!("chaos #{i} (seed {seed}): {}", s.describe()));
+                if let Err(e) = self.chaos_boot(&s, &d) {
+                    log(&format!("chaos #{i}: {e}"));
+                }
+            }
+        }
+    }
+
+    /// The job's verdict, tallied and printed.
+    fn show(&self, job: &Job, summary: &mut Summary) {
+        let (name, (j, lines)) = match job {
+            Job::Stage(n) if n == "dracut-build" => {
+                (n.clone(), dracut_build_lines(&self.prep.suite))
+            }
+            Job::Stage(n) if n == "lint" => (n.clone(), lint_lines(&self.runs.join("lint"))),
+            Job::Stage(n) => match Scenario::find(n) {
+                Some(s) => (
+                    n.clone(),
+                    scenario_lines(s, &self.runs.join(s.name), &self.readme),
+                ),
                 None => unreachable!("names are checked before the run"),
             },
-        }
-    }
-
-    fn dracut_build(&mut self) {
-        let (j, lines) = dracut_build_lines(&self.prep.suite);
-        self.summary.tally("dracut-build", &j);
-        say(&lines);
-    }
-
-    fn lint_stage(&mut self) {
-        let d = self.runs.join("lint");
-        if !self.reassert {
-            self.lint_runs(&d);
-        }
-        let (j, lines) = lint_lines(&d);
-        self.summary.tally("lint", &j);
+            &Job::Chaos { i, n, seed } => {
+                if i == 0 {
+                    say(&[format!(
+                        "vm-tests: chaos: {n} boot(s), seed {seed} (replay: vm-tests/run chaos {n} {seed})"
+                    )]);
+                }
+                let d = self.runs.join(format!("chaos-{i}"));
+                (
+                    format!("chaos #{i} (seed {seed})"),
+                    chaos_lines(i, seed, &d, &chaos_bound()),
+                )
+            }
+        };
+        summary.tally(&name, &j);
         say(&lines);
     }
 
@@ -90,19 +171,6 @@ impl Run {
                 );
             }
         }
-    }
-
-    fn scenario(&mut self, s: &Scenario) {
-        let d = self.runs.join(s.name);
-        if !self.reassert {
-            let _ = std::fs::create_dir_all(&d);
-            if let Err(e) = self.boot_scenario(s, &d) {
-                log(&format!("scenario {}: {e}", s.name));
-            }
-        }
-        let (j, lines) = scenario_lines(s, &d, &self.readme);
-        self.summary.tally(s.name, &j);
-        say(&lines);
     }
 
     fn boot_scenario(&self, s: &Scenario, d: &Path) -> Result<(), String> {
@@ -206,35 +274,6 @@ impl Run {
             ));
         }
         Ok(drives)
-    }
-
-    /// `chaos N SEED`: N boots, guest i with the schedule drawn from SEED+i.
-    pub fn chaos(&mut self, n: u64, seed: u64) {
-        say(&[format!(
-            "vm-tests: chaos: {n} boot(s), seed {seed} (replay: vm-tests/run chaos {n} {seed})"
-        )]);
-        for i in 0..n {
-            self.chaos_guest(i, seed + i);
-        }
-    }
-
-    fn chaos_guest(&mut self, i: u64, seed: u64) {
-        let s = chaos::Schedule::draw(seed);
-        let d = self.runs.join(format!("chaos-{i}"));
-        if !self.reassert {
-            let _ = std::fs::create_dir_all(&d);
-            log(&format!("chaos #{i} (seed {seed}): {}", s.describe()));
-            if let Err(e) = self.chaos_boot(&s, &d) {
-                log(&format!("chaos #{i}: {e}"));
-            }
-        }
-        let bound = std::env::var("VM_CHAOS_BOUND")
-            .ok()
-            .filter(|v| !v.is_empty())
-            .unwrap_or("240".into());
-        let (j, lines) = chaos_lines(i, seed, &d, &bound);
-        self.summary.tally(&format!("chaos #{i} (seed {seed})"), &j);
-        say(&lines);
     }
 
     fn chaos_boot(&self, s: &chaos::Schedule, d: &Path) -> Result<(), String> {
