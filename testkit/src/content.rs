@@ -77,6 +77,18 @@ impl ContentSnapshot {
         self.blobs.len()
     }
 
+    /// The blobs `after` holds that `self` did not: what was imported or pulled since.
+    /// (Not a count: containerd's garbage collector may remove unreferenced blobs after a
+    /// restart, which would hide an import in a comparison of totals.)
+    pub fn added_in<'a>(&self, after: &'a ContentSnapshot) -> Vec<&'a str> {
+        after
+            .blobs
+            .keys()
+            .filter(|b| !self.blobs.contains_key(*b))
+            .map(String::as_str)
+            .collect()
+    }
+
     /// Whether an image whose name starts with `name` was listed (any namespace).
     pub fn has_image_named(&self, name: &str) -> bool {
         self.images

@@ -164,6 +164,7 @@ fn nothing_lost_ignores_an_unreferenced_blob_removed_by_containerds_gc() {
     // even before the snapshot sees it (a collection the import scheduled may run right
     // after the ingest). The snapshot must hold the blob, so ingest and snapshot are
     // repeated, a bounded number of times, until it does.
+    let without = n.content();
     let (blob, before) = (0..5)
         .find_map(|_| {
             let (hex, blob) = ingest_unreferenced_blob(&n);
@@ -171,6 +172,11 @@ fn nothing_lost_ignores_an_unreferenced_blob_removed_by_containerds_gc() {
             before.has_blob(&hex).then_some((blob, before))
         })
         .expect("an ingested unreferenced blob stays in the store long enough to be seen");
+    // what was ingested is seen as added, whatever GC removed beside it
+    assert!(
+        !without.added_in(&before).is_empty(),
+        "an ingest adds a blob"
+    );
     // containerd collects garbage shortly after it starts.
     n.ctrd.restart_by_hand();
     poll_until(
@@ -181,6 +187,11 @@ fn nothing_lost_ignores_an_unreferenced_blob_removed_by_containerds_gc() {
     let after = n.content();
     // (containerd 2.x may also collect the imported archive's own index, unreferenced too)
     assert!(after.blob_count() < before.blob_count());
+    assert_eq!(
+        before.added_in(&after),
+        Vec::<&str>::new(),
+        "GC adds nothing"
+    );
     assert!(
         !lost(&before, &after),
         "an unreferenced blob is not image data"
