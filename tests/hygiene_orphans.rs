@@ -12,6 +12,7 @@
 //! orphaned container cgroup on the host, including another test's on purpose; cargo runs
 //! the test binaries one after another.
 
+use std::path::Path;
 use testkit as support;
 
 use support::hygiene::{
@@ -241,7 +242,7 @@ fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
 fn h08_a_pid_whose_start_time_differs_from_the_judged_orphans_is_not_killed() {
     use containerd_guard::checks::orphans::{facts, rules};
     use containerd_guard::host::{
-        cgroup::{kill_cgroup, CgroupError},
+        cgroup::{kill_cgroup, CgroupError, KillPath},
         proc::read_proc,
         Host,
     };
@@ -257,10 +258,28 @@ fn h08_a_pid_whose_start_time_differs_from_the_judged_orphans_is_not_killed() {
         cgroup: payload.cgroup.clone(),
         processes: vec![(pid, ticks)],
     };
+    // The branch is the host's: cgroup.kill on a unified host; else the v1 freezer, whose
+    // state this test reads itself at the moment of the re-check (the payload must be
+    // held still while its pids are judged) and after the call.
+    let unified = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let freezer_state = Path::new("/sys/fs/cgroup/freezer")
+        .join(payload.cgroup.trim_start_matches('/'))
+        .join("freezer.state");
+    let seen_at_recheck = std::cell::RefCell::new(Vec::new());
     let kill = |judged: &rules::Condemned| {
-        let recheck =
-            |pids: &[i32]| rules::still_condemned(judged, &facts::as_they_are(&host, pids));
+        let recheck = |pids: &[i32]| {
+            let state = std::fs::read_to_string(&freezer_state).unwrap_or_default();
+            seen_at_recheck.borrow_mut().push(state.trim().to_string());
+            rules::still_condemned(judged, &facts::as_they_are(&host, pids))
+        };
         kill_cgroup(&host, &payload.cgroup, &recheck, WAIT)
+    };
+    let frozen_while_judged = |seen: &std::cell::RefCell<Vec<String>>| {
+        let seen = seen.borrow_mut().drain(..).collect::<Vec<_>>();
+        assert!(
+            unified || seen == ["FROZEN"],
+            "the v1 re-check ran while the cgroup was {seen:?}, not FROZEN"
+        );
     };
 
     // The pid judged orphaned named a process that started one tick earlier: not this one.
@@ -271,9 +290,21 @@ fn h08_a_pid_whose_start_time_differs_from_the_judged_orphans_is_not_killed() {
     assert!(why.contains("another process, nothing killed"), "{err}");
     assert!(pid_alive(payload.pid), "pid {pid} was killed");
     assert!(cgroup_exists(&payload.cgroup));
+    frozen_while_judged(&seen_at_recheck);
+    if !unified {
+        let after = std::fs::read_to_string(&freezer_state).unwrap_or_default();
+        assert_eq!(after.trim(), "THAWED", "a refused kill thaws the cgroup");
+    }
 
     let killed = kill(&judged_at(start)).expect("the judged process is killed");
-    assert_eq!(killed, vec![pid]);
+    assert_eq!(killed.pids, vec![pid]);
+    frozen_while_judged(&seen_at_recheck);
+    let branch = if unified {
+        KillPath::CgroupKill
+    } else {
+        KillPath::Frozen
+    };
+    assert_eq!(killed.how, branch, "the branch the host's cgroups call for");
     poll_until("the payload to die", WAIT, || {
         (!pid_alive(pid)).then_some(())
     });

@@ -144,25 +144,56 @@ pub fn kill_cgroup(
     path: &str,
     still_ours: &dyn Fn(&[i32]) -> Result<(), String>,
     wait: Duration,
-) -> Result<Vec<i32>, CgroupError> {
+) -> Result<Killed, CgroupError> {
     let dirs = hierarchies(host, path);
     let unified = host.sys("fs/cgroup/cgroup.controllers").exists();
     let main = dirs
         .iter()
         .find(|d| d.join("cgroup.procs").exists())
         .ok_or_else(|| CgroupError::Missing(path.to_string()))?;
-    let pids = if unified {
+    let killed = if unified {
         let pids = procs(main)?;
         still_ours(&pids).map_err(CgroupError::Refused)?;
         let kill = main.join("cgroup.kill");
         std::fs::write(&kill, "1").map_err(io(kill))?;
-        pids
+        Killed {
+            pids,
+            how: KillPath::CgroupKill,
+        }
     } else {
         kill_v1(host, path, main, still_ours)?
     };
     wait_empty(main, wait)?;
     remove(&dirs);
-    Ok(pids)
+    Ok(killed)
+}
+
+/// What `kill_cgroup` killed, and how: the branch it took is said in the remedy's line,
+/// so that a test (and an operator) sees which one ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Killed {
+    pub pids: Vec<i32>,
+    pub how: KillPath,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillPath {
+    /// cgroup v2: one write to `cgroup.kill`, which the kernel applies to every process
+    CgroupKill,
+    /// cgroup v1: frozen, pids read and re-checked, each SIGKILLed, thawed
+    Frozen,
+    /// cgroup v1 without a freezer for this cgroup: each pid SIGKILLed as read
+    Unfrozen,
+}
+
+impl std::fmt::Display for KillPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KillPath::CgroupKill => "cgroup.kill (cgroup v2)",
+            KillPath::Frozen => "the freezer: frozen, SIGKILL each, thawed (cgroup v1)",
+            KillPath::Unfrozen => "SIGKILL each, no freezer for this cgroup (cgroup v1)",
+        })
+    }
 }
 
 /// v1: the freezer holds every process of the cgroup still while its pids are read,
@@ -173,7 +204,7 @@ fn kill_v1(
     path: &str,
     main: &Path,
     still_ours: &dyn Fn(&[i32]) -> Result<(), String>,
-) -> Result<Vec<i32>, CgroupError> {
+) -> Result<Killed, CgroupError> {
     let freezer = host
         .sys("fs/cgroup/freezer")
         .join(path.trim_start_matches('/'))
@@ -196,15 +227,31 @@ fn kill_v1(
     if frozen {
         std::fs::write(&freezer, "THAWED").map_err(io(freezer))?;
     }
-    killed
+    let how = if frozen {
+        KillPath::Frozen
+    } else {
+        KillPath::Unfrozen
+    };
+    killed.map(|pids| Killed { pids, how })
 }
 
+/// Waits for the killed cgroup to hold no process. A cgroup directory that is gone counts
+/// as empty: systemd removes a scope's cgroup as soon as its last process exits (a
+/// `cri-containerd-ID.scope` under the systemd driver), often before the first look here;
+/// the kernel refuses to remove a cgroup that still holds a process.
 fn wait_empty(dir: &Path, wait: Duration) -> Result<(), CgroupError> {
     let give_up = Instant::now() + wait;
     let mut pause =
         crate::backoff::Backoff::new(Duration::from_millis(5), Duration::from_millis(100));
     loop {
-        let left = procs(dir)?;
+        let left = match procs(dir) {
+            Err(CgroupError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() =>
+            {
+                return Ok(())
+            }
+            read => read?,
+        };
         if left.is_empty() {
             return Ok(());
         }
@@ -229,6 +276,24 @@ mod tests {
     use super::*;
 
     const ID: &str = "4f3c2b1a4f3c2b1a4f3c2b1a4f3c2b1a4f3c2b1a4f3c2b1a4f3c2b1a4f3c2b1a";
+
+    /// systemd removed the scope's cgroup once the kill emptied it: that is success, not
+    /// "No such file or directory" (seen in a real boot: a reap reported as failed).
+    #[test]
+    fn a_cgroup_removed_by_its_owner_after_the_kill_counts_as_emptied() {
+        let t = tempfile::tempdir().unwrap();
+        let gone = t.path().join("cri-containerd-x.scope");
+        assert!(wait_empty(&gone, Duration::from_millis(50)).is_ok());
+        // one that is there and still holds a pid is not
+        std::fs::create_dir(&gone).unwrap();
+        std::fs::write(gone.join("cgroup.procs"), "4242\n").unwrap();
+        let err = wait_empty(&gone, Duration::from_millis(50)).unwrap_err();
+        assert!(matches!(err, CgroupError::NotEmptied { .. }), "{err}");
+        // and one whose procs file cannot be read for another reason is an error
+        std::fs::remove_file(gone.join("cgroup.procs")).unwrap();
+        let err = wait_empty(&gone, Duration::from_millis(50)).unwrap_err();
+        assert!(matches!(err, CgroupError::Io { .. }), "{err}");
+    }
 
     #[test]
     fn recognises_both_drivers_and_nothing_else() {

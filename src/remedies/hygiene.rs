@@ -66,7 +66,9 @@ pub async fn reap(
     let started = Instant::now();
     let killed = kill_cgroup(host, cgroup, &still_ours, REAP_WAIT)?;
     Ok(format!(
-        "killed pids {killed:?} and removed the cgroup in {} ms",
+        "killed pids {:?} by {} and removed the cgroup in {} ms",
+        killed.pids,
+        killed.how,
         started.elapsed().as_millis()
     ))
 }
