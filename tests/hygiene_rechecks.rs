@@ -2,7 +2,9 @@
 //! containerd with CRI and runc: the leak or the condemned cgroup comes from a look, the
 //! world changes between the look and the action, and the real remedy
 //! (`remedies::hygiene::delete_task`, `reap`) refuses with nothing deleted or killed. The
-//! fake world replaces these remedies, so only these tests reach their re-checks. Root only.
+//! fake world replaces these remedies, so only these tests reach their re-checks. And a
+//! destructive call that fails (`Tasks.Delete` answered with an error by testkit's gRPC
+//! proxy) changes nothing, is reported, and is not retried within the run. Root only.
 
 use testkit as support;
 
@@ -16,11 +18,12 @@ use containerd_guard::host::Host;
 use containerd_guard::remedies::hygiene::{delete_task, reap};
 use containerd_guard::remedies::RemedyError;
 use std::time::Duration;
+use support::grpc_proxy::{Code, GrpcProxy, Mode};
 use support::hygiene::{cgroup_exists, ctr_task, leak_again, make_leaked_task, CgroupPayload};
 use support::locks::pid_alive;
 use support::root_or_skip;
 use support::runtime::block_on;
-use support::suite::hygiene::{running_locker, serial, TOOLS};
+use support::suite::hygiene::{guard, guard_config_with, running_locker, serial, TOOLS};
 use support::workload::{ctr_k8s_ok, HygieneNode};
 
 /// The start time of `pid` (`/proc/PID/stat`), as a look records it.
@@ -116,4 +119,60 @@ fn r03_a_condemned_cgroup_whose_container_has_a_live_task_now_is_not_killed() {
     assert!(pid_alive(pid), "the payload was killed: {why}");
     let task = ctr_task(&n.socket(), &cid).expect("its task");
     assert_eq!(task.status, "RUNNING");
+}
+
+/// containerd's `Tasks.Delete` fails (a gRPC error injected by the proxy in front of the
+/// real socket; every other call reaches containerd) under `guard hygiene`: the finding
+/// names the task and the error, the task is left as it was, containerd keeps running,
+/// the exit code and the metrics say the remedy failed, and each run asks exactly once
+/// (no retry loop inside a run); the next run asks again.
+#[test]
+fn r04_a_failing_task_delete_is_reported_left_as_it_is_and_tried_once_a_run() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    const DELETE: &str = "/containerd.services.tasks.v1.Tasks/Delete";
+    let _serial = serial();
+    let n = HygieneNode::start();
+    let leaky = n.pod("undeletable");
+    let (cid, _) = running_locker(&leaky, "payload", &n.host_dir("undeletable"));
+    let task = make_leaked_task(&leaky, &cid);
+    let failing = Mode::Fail(Code::Unavailable);
+    let proxy = GrpcProxy::start_with(&n.socket(), &n.t.path().join("fail.sock"), DELETE, failing);
+    let cfg = guard_config_with(&n, |c| c.containerd_socket(&proxy.socket));
+    let containerd = n.ctrd.identity();
+    let mut runs = Vec::new();
+    for run in 1..=2 {
+        let out = guard(&cfg, &["hygiene"]);
+        out.expect(1, "remedy.delete-task", "warn")
+            .mentions(
+                "remedy.delete-task",
+                &[
+                    "0 of 1",
+                    &cid,
+                    "failed",
+                    "Tasks.Delete",
+                    "refused by the test proxy",
+                ],
+            )
+            .expect(1, "runtime.leaked-tasks", "fail");
+        let counts = proxy.counts();
+        assert_eq!(
+            proxy.calls(DELETE),
+            run,
+            "one Tasks.Delete a run: {counts:?}"
+        );
+        let left = ctr_task(&n.socket(), &cid).expect("the task is left");
+        assert_eq!((left.pid, left.status.as_str()), (task.pid, "STOPPED"));
+        let failed = format!(
+            "containerd_guard_remedies_total{{kind=\"delete-task\",outcome=\"failed\"}} {run}"
+        );
+        let metrics = std::fs::read_to_string(n.t.metrics_textfile()).unwrap_or_default();
+        assert!(
+            metrics.lines().any(|l| l == failed),
+            "no {failed:?} in\n{metrics}"
+        );
+        runs.push(out);
+    }
+    n.assert_never_restarted(containerd, &runs.iter().collect::<Vec<_>>());
 }
