@@ -1,5 +1,6 @@
 //! Faults of the sandbox image's sources: hostile image archives (truncated, mismatched,
-//! sparse, oversized, linked, self-referencing) and a registry that never answers.
+//! sparse, oversized, linked, self-referencing), a registry that never answers, and the
+//! pulls `guard hygiene` makes of a missing image.
 //!
 //! The fault matrix of phase 2 on real components (docs/faults.md). Each test asserts what
 //! the guard does, that it ends in bounded time, and, where containerd is reached, that
@@ -323,6 +324,64 @@ fn registry_that_never_answers_is_bounded_by_the_pull_timeout() {
         "{:?}",
         out.elapsed
     );
+    assert_eq!(n.ctrd.restarts(), 0);
+    before.assert_nothing_lost(&n.content());
+}
+
+/// `guard hygiene` with the sandbox image missing, no archive and pulls on: one CRI
+/// `PullImage` a run, whatever `pull_attempts` allows a boot's hold (counted at a gRPC
+/// proxy in front of the real socket), failing while the real registry lacks the image
+/// and succeeding once it has it; a run that finds the image pulls nothing.
+#[test]
+fn hygiene_pulls_the_missing_sandbox_image_once_a_run_failing_or_succeeding() {
+    let tools = [TOOLS, &["docker-registry"]].concat();
+    let Some(_root) = root_or_skip(&tools) else {
+        return;
+    };
+    use support::grpc_proxy::GrpcProxy;
+    use support::runtime::Registry;
+    const PULL: &str = "/runtime.v1.ImageService/PullImage";
+    let reg = Registry::start();
+    let image = format!("127.0.0.1:{}/guard/pause:hygpull", reg.port);
+    let n = Node::with_other_image(&image);
+    let proxy = GrpcProxy::counting(&n.t.socket(), &n.t.path().join("counting.sock"));
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.containerd_socket(&proxy.socket)
+            .sandbox_pull_attempts(3)
+            .sandbox_pull_timeout("20s")
+    });
+    let before = n.content_with_other_image();
+    let hygiene = || Guard::with_config(&cfg).run(&["--json", "hygiene"]);
+    for run in 1..=2 {
+        hygiene()
+            .expect(1, "runtime.sandbox-image", "fail")
+            .expect(1, "remedy.pull", "warn")
+            .mentions("remedy.pull", &[&image]);
+        assert_eq!(
+            proxy.calls(PULL),
+            run,
+            "one pull a run: {:?}",
+            proxy.counts()
+        );
+    }
+    reg.push(&n.img, "guard/pause", "hygpull");
+    hygiene()
+        .expect(0, "remedy.pull", "pass")
+        .expect(0, "runtime.sandbox-image", "pass");
+    assert_eq!(
+        proxy.calls(PULL),
+        3,
+        "one pull, which worked: {:?}",
+        proxy.counts()
+    );
+    let present = hygiene();
+    assert_eq!(
+        present.status("runtime.sandbox-image"),
+        "pass",
+        "{}",
+        present.dump()
+    );
+    assert_eq!(proxy.calls(PULL), 3, "the image is there: no pull");
     assert_eq!(n.ctrd.restarts(), 0);
     before.assert_nothing_lost(&n.content());
 }
