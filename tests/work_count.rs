@@ -1,28 +1,33 @@
 //! What `guard verify` costs on a healthy node does not grow with its pods: counted, not
 //! timed, so it cannot flake (docs/performance.md has the times). With more pods it makes
-//! the same gRPC calls (by name, from the `-v` span lines), never `Tasks.List` (containerd
-//! asks every shim in turn), opens no `/proc/PID` file of any process but containerd's and
-//! no container's `cgroup.procs` (kubelet's cgroup tree is listed instead, and every
-//! container in it is vouched for by CRI), and not containerd's `mountinfo` when it shares
-//! the guard's mount namespace (`strace`). A family that adds a per-pod round trip or a
-//! read of every process fails here. Root only; a real containerd with CRI, runc and
-//! kubelet's cgroupfs layout.
+//! the same gRPC calls (each method counted at a gRPC proxy in front of containerd's
+//! socket), never `Tasks.List` (containerd asks every shim in turn), opens no `/proc/PID`
+//! file of any process but the one serving that socket and no container's `cgroup.procs`
+//! (kubelet's cgroup tree is listed instead, and every container in it is vouched for by
+//! CRI), and not containerd's `mountinfo` when it shares the guard's mount namespace
+//! (`strace`). A family that adds a per-pod round trip or a read of every process fails
+//! here. Root only; a real containerd with CRI, runc and kubelet's cgroupfs layout.
 
 use testkit as support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+use support::grpc_proxy::GrpcProxy;
 use support::workload::{HygieneNode, Pod};
 use support::{root_or_skip, Guard};
 
 const TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc", "strace"];
 const WAIT: Duration = Duration::from_secs(30);
+const TASKS_LIST: &str = "/containerd.services.tasks.v1.Tasks/List";
+const TASKS_GET: &str = "/containerd.services.tasks.v1.Tasks/Get";
+const CONTAINERS_LIST: &str = "/containerd.services.containers.v1.Containers/List";
 
-/// What one `guard -v verify` did.
+/// What one `guard verify` did.
 #[derive(Debug)]
 struct Work {
-    /// gRPC calls by name, with how many times each was made.
+    /// gRPC calls by method (`/containerd.services.tasks.v1.Tasks/List`), with how many
+    /// times each reached the proxy.
     calls: BTreeMap<String, usize>,
     /// `/proc/PID/...` files opened, by PID.
     proc_opens: BTreeMap<u32, Vec<String>>,
@@ -34,30 +39,24 @@ struct Work {
     orphans_line: String,
 }
 
-fn work_of(cfg: &Path, dir: &Path, label: &str) -> Work {
+fn work_of(cfg: &Path, proxy: &GrpcProxy, dir: &Path, label: &str) -> Work {
     let trace = dir.join(format!("strace.{label}"));
+    let before = proxy.counts();
     let out = Guard::with_config(cfg)
         .tracing_opens(&trace)
-        .arg("-v")
         .run(&["verify"]);
     // (the tree's containerd root is not a mount: verify fails volume.mounted, as it should)
     for healthy in ["ok    runtime.orphans", "ok    runtime.leaked-tasks"] {
         assert!(out.stdout.contains(healthy), "{healthy}?\n{}", out.dump());
     }
-    let mut calls = BTreeMap::new();
-    for line in out
-        .stderr
-        .lines()
-        .filter(|l| l.contains(": close time.busy="))
-    {
-        if let Some(call) = line
-            .split("grpc{call=\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-        {
-            *calls.entry(call.to_string()).or_insert(0) += 1;
-        }
-    }
+    let calls: BTreeMap<String, usize> = proxy
+        .counts()
+        .into_iter()
+        .filter_map(|(method, n)| {
+            let this_run = n - before.get(&method).copied().unwrap_or(0);
+            (this_run > 0).then_some((method, this_run))
+        })
+        .collect();
     let text = std::fs::read_to_string(&trace).unwrap();
     let mut proc_opens: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     let (mut cgroup_procs, mut kubepods_dirs) = (Vec::new(), 0);
@@ -109,11 +108,14 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_no_pod_process_wh
         return;
     };
     let node = HygieneNode::start();
-    let cfg = node.t.write_guard_config();
+    let proxy = GrpcProxy::counting(&node.socket(), &node.t.path().join("counting.sock"));
+    let cfg = node
+        .t
+        .write_guard_config_with(|c| c.containerd_socket(&proxy.socket));
     let mut running = pods(&node, 0, 1);
-    let few = work_of(&cfg, node.t.path(), "few");
+    let few = work_of(&cfg, &proxy, node.t.path(), "few");
     running.extend(pods(&node, 1, 5));
-    let more = work_of(&cfg, node.t.path(), "more");
+    let more = work_of(&cfg, &proxy, node.t.path(), "more");
 
     assert_ne!(
         few.orphans_line, more.orphans_line,
@@ -121,25 +123,27 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_no_pod_process_wh
     );
     assert!(
         !few.calls.is_empty(),
-        "no gRPC call seen in the -v lines: {few:?}"
+        "no gRPC call reached the proxy: {few:?}"
     );
     assert_eq!(
         few.calls, more.calls,
         "the gRPC calls of guard verify changed from 1 pod to 6: a call per pod?"
     );
     assert!(
-        !more.calls.contains_key("Tasks.List"),
+        !more.calls.contains_key(TASKS_LIST),
         "Tasks.List asks every shim in turn: {:?}",
         more.calls
     );
     // which tasks containerd keeps comes from its runtime's bundle directories, read
     // locally; Containers.List would read every container's record on containerd's side
     assert!(
-        !more.calls.contains_key("Containers.List") && !more.calls.contains_key("Tasks.Get"),
+        !more.calls.contains_key(CONTAINERS_LIST) && !more.calls.contains_key(TASKS_GET),
         "a healthy node's containers are vouched for by CRI and its task bundles: {:?}",
         more.calls
     );
-    let containerd = node.ctrd.pid();
+    // the guard knows containerd as the peer of its socket: here the proxy, which runs in
+    // this test process (the real containerd behind it is not read at all)
+    let containerd = std::process::id();
     let others: Vec<_> = more
         .proc_opens
         .iter()
