@@ -481,3 +481,75 @@ fn device_vanishing_during_the_wait_fails_after_the_wait_and_formats_nothing() {
         "the disk is untouched (never formatted)"
     );
 }
+
+/// How long a step of the vanishing device's test may take: a loop device detached, a
+/// stopped guard seen stopped.
+const PROMPT: Duration = Duration::from_secs(10);
+
+/// `/proc/PID/stat`'s state letter (`T`: stopped).
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// With `[volume] mount = true` the guard mounts a device the moment a look finds it, so
+/// the device vanishes between that look and the mount: the guard stops itself there (the
+/// debug build's `volume device found` hook), the loop device is detached, the guard goes
+/// on. It formats nothing, mounts nothing, and waits on for the device until
+/// `[volume] wait` (a disk that comes back in time is taken): failing then, not before.
+#[test]
+fn device_vanishing_before_the_guard_mounts_it_fails_after_the_wait_and_formats_nothing() {
+    let Some(_root) = root_or_skip(&["losetup", "mkfs.ext4", "mount"]) else {
+        return;
+    };
+    use containerd_guard::signals::HOOK_VAR;
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let t = TempRoot::new();
+    std::fs::create_dir_all(t.volume_path()).unwrap();
+    let l = unique("cg", 8);
+    let path = t.images().join("vanish-mount.img");
+    let img = Image::formatted(path.clone(), FsKind::Ext4, &l, None, &[]);
+    let lo = img.attach();
+    let wait = Duration::from_secs(3);
+    let cfg = t.write_guard_config_with(|c| {
+        c.volume_device(&format!("LABEL={l}"))
+            .volume_wait("3s")
+            .volume_mount(true)
+    });
+    let sum_before = superblocks(&path);
+    let running = Guard::with_config(&cfg)
+        .env(HOOK_VAR, "volume device found")
+        .spawn(&["--json", "volume"]);
+    let pid = running.pid() as i32;
+    poll_until("the guard to stop at the device it found", PROMPT, || {
+        (process_state(pid) == Some('T')).then_some(())
+    });
+    let sys = format!("/sys/class/block/{}/size", lo.name);
+    drop(lo); // losetup -d between the guard's look and its mount
+    poll_until("the loop device to be detached", PROMPT, || {
+        let size = std::fs::read_to_string(&sys).unwrap_or_default();
+        (size.trim() == "0" || size.is_empty()).then_some(())
+    });
+    kill(Pid::from_raw(pid), Signal::SIGCONT).expect("continue the guard");
+    let out = running.finish(Duration::from_secs(30));
+    out.expect(1, "volume.device", "fail")
+        .expect(1, "volume.mounted", "fail")
+        .mentions("volume.device", &[&format!("LABEL={l}"), "not found"]);
+    // the whole wait, and not much more
+    assert!(
+        out.elapsed >= wait && out.elapsed < wait + Duration::from_secs(10),
+        "{:?}\n{}",
+        out.elapsed,
+        out.dump()
+    );
+    // a disk that left is not reported as one without a filesystem (whose fix is mkfs)
+    assert!(!has_finding(&out, "volume.mount"), "{}", out.dump());
+    assert!(
+        out.stderr.contains("was gone before it could be mounted"),
+        "{}",
+        out.dump()
+    );
+    assert!(!is_mount_point(&t.volume_path()), "nothing mounted");
+    assert_eq!(sum_before, superblocks(&path), "the disk is untouched");
+}

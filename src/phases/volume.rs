@@ -112,22 +112,15 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
         tracing::debug_span!("volume facts")
             .in_scope(|| facts::gather(&ctx.host, settings, &cd.root, &socket, look))
     };
-    let mut facts = wait_for_volume(ctx, plan, &|| look(plan.look_under));
+    let look_now = || look(plan.look_under);
+    let deadline = Instant::now() + plan.wait;
+    let facts = wait_for_volume(ctx, plan, deadline, &look_now);
     if run == Run::HandRunOnALiveNode {
         let judged = Report::new(evaluate(&settings.volume, &facts, plan.phase));
         let marker = settings.state_dir.join(crate::state::VOLUME_MARKER);
         return on_a_live_node(judged, &marker);
     }
-    let mut acted = Vec::new();
-    if let Some(node) = should_mount(plan, &facts) {
-        let target = ctx.host.os_file(&cd.root);
-        acted.push(crate::remedies::mount::mount_volume(
-            &settings.volume,
-            &ctx.host.path(&node),
-            &target,
-        ));
-        facts = look(plan.look_under);
-    }
+    let (facts, acted) = mount_what_was_found(ctx, plan, deadline, &cd.root, facts, &look_now);
     let mut report = Report::new(acted);
     report.extend(evaluate(&settings.volume, &facts, plan.phase));
     recorded(plan, state, report)
@@ -225,12 +218,56 @@ fn should_mount(plan: Plan, facts: &VolumeFacts) -> Option<PathBuf> {
     }
 }
 
-/// Polls until the device and mount are there or the plan's wait passes. Each poll is a
-/// full look; the interval grows from 100 ms to 2 s so a late disk is seen quickly.
-/// When the plan may mount, only the device is awaited: the guard mounts it itself.
-fn wait_for_volume(ctx: &Context, plan: Plan, look: &dyn Fn() -> VolumeFacts) -> VolumeFacts {
-    let started = Instant::now();
-    let deadline = started + plan.wait;
+/// Mounts the device `facts` found, when the plan may mount, and looks again. A device
+/// gone between that look and the mount (the mount failed and the next look finds nothing
+/// carrying the name: detached, failed over) is waited for again until `deadline`, as
+/// before it first appeared: a disk that comes back in time is mounted, and one that does
+/// not is reported not found, never as a disk without a filesystem, whose fix would be
+/// to format it.
+fn mount_what_was_found(
+    ctx: &Context,
+    plan: Plan,
+    deadline: Instant,
+    root: &Path,
+    mut facts: VolumeFacts,
+    look: &dyn Fn() -> VolumeFacts,
+) -> (VolumeFacts, Vec<Finding>) {
+    loop {
+        let Some(node) = should_mount(plan, &facts) else {
+            return (facts, Vec::new());
+        };
+        crate::signals::hook("volume device found"); // (tests: between the look and the mount)
+        let (device, target) = (ctx.host.path(&node), ctx.host.os_file(root));
+        let mounted =
+            crate::remedies::mount::mount_volume(&ctx.loaded.settings.volume, &device, &target);
+        let after = look();
+        let gone = matches!(after.device, Some((_, Lookup::Absent { .. })));
+        if mounted.status != Status::Fail || !gone {
+            return (after, vec![mounted]);
+        }
+        tracing::warn!(
+            "{} was gone before it could be mounted ({}): waiting for it again",
+            node.display(),
+            mounted.summary
+        );
+        if Instant::now() >= deadline {
+            return (after, Vec::new());
+        }
+        facts = wait_for_volume(ctx, plan, deadline, look);
+    }
+}
+
+/// Polls until the device and mount are there or `deadline` (the plan's wait from the
+/// start) passes. Each poll is a full look; the interval grows from 100 ms to 2 s so a
+/// late disk is seen quickly. When the plan may mount, only the device is awaited: the
+/// guard mounts it itself.
+fn wait_for_volume(
+    ctx: &Context,
+    plan: Plan,
+    deadline: Instant,
+    look: &dyn Fn() -> VolumeFacts,
+) -> VolumeFacts {
+    let started = deadline.checked_sub(plan.wait).unwrap_or_else(Instant::now);
     let mut interval = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
     let mut last_log: Option<Instant> = None;
     loop {
