@@ -3,7 +3,7 @@
 
 use super::common::*;
 use super::node::scenario_ran;
-use super::scenarios::Ctx;
+use super::scenarios::{restored, Ctx, SANDBOX_IMAGE};
 use super::text::{count, cut, first, first_i, has, nonempty, only};
 use super::Judge;
 use crate::facts::Report;
@@ -21,7 +21,7 @@ pub fn restore_while_running(j: &mut Judge, r: &Report) {
     let (back, by) = (r.get("sc.restore.back.rc"), r.get("sc.restore.by_hygiene"));
     j.check(
         format!("the hygiene timer restored it on its own (back.rc={back}, removed at {}s, back at {}s): '{}'", r.get("sc.restore.removed_at"), r.get("sc.restore.back_at"), cut(&by, 120)),
-        has(&format!("{back}/{by}"), r"^0/remedy\.restore-image: restored "),
+        back == "0" && has(&by, &format!("^{}", restored(SANDBOX_IMAGE))),
     );
     let labels = r.block("sc.restore.labels");
     let pinned = only(

@@ -12,6 +12,20 @@ const C: &str = "containerd.service";
 const K: &str = "kubelet.service";
 const M: &str = "var-lib-containerd.mount";
 
+/// The sandbox image every scenario's node is configured with, and the archive of it
+/// baked into the image (guest/scenario.sh, lib/assemble.sh).
+pub const SANDBOX_IMAGE: &str = "localhost:5000/vmware.io/pause:3.4.1";
+const ARCHIVE: &str = "/usr/lib/containerd-guard/images/pause.tar";
+
+/// The summary of the guard's `remedy.restore-image` finding when it restored `image` from
+/// an archive (src/phases/gate/machine/image.rs), as a pattern for a whole line's end.
+pub fn restored(image: &str) -> String {
+    format!(
+        r"remedy\.restore-image:? +restored {} from an archive$",
+        regex::escape(image)
+    )
+}
+
 /// What a scenario's checks read: the report, and the boot's own directory (host.txt,
 /// the disk's lint before the boot, the second boot's report).
 pub struct Ctx<'a> {
@@ -331,12 +345,16 @@ pub fn initrd_order(j: &mut Judge, r: &Report) {
 pub fn restore(j: &mut Judge, x: &Ctx) {
     let r = &x.r;
     let gs = r.block("guard.status");
+    let imported = format!(
+        r"  import +{ARCHIVE}: imported {} from {ARCHIVE} ",
+        regex::escape(SANDBOX_IMAGE)
+    );
     j.check(
         format!(
-            "guard status records the restore: {}",
+            "guard status records the import of {SANDBOX_IMAGE} from the baked archive: {}",
             cut(&first_i(&gs, "import"), 150)
         ),
-        has(&gs, "import"),
+        has(&gs, &imported),
     );
     j.check(
         format!(
@@ -351,15 +369,18 @@ pub fn restore(j: &mut Judge, x: &Ctx) {
             "sandbox image present after boot: {}",
             super::text::oneline(&images)
         ),
-        has(&images, "localhost:5000/vmware.io/pause:3.4.1"),
+        has(&images, &regex::escape(SANDBOX_IMAGE)),
     );
-    let journal = r.block("journal");
+    // the guard's own journal line for the remedy (`ID: summary`), the boot's: before the
+    // scenario removed the image again
+    let line = first(&r.block("journal"), r"\]: remedy\.restore-image: ");
+    let (at, removed) = (stamp(&line), r.get("sc.restore.removed_at"));
     j.check(
         format!(
-            "restored from the archive baked in the image: {}",
-            cut(&first_i(&journal, "archive|import|restor"), 160)
+            "the boot restored it from an archive ({at}s, removed again at {removed}s): {}",
+            cut(&line, 160)
         ),
-        has(&journal, "pause.tar|archive"),
+        has(&line, &restored(SANDBOX_IMAGE)) && !at.is_empty() && awk_num(&at) < awk_num(&removed),
     );
     order_healthy(j, r);
     super::recover::restore_while_running(j, r);
