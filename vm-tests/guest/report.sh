@@ -9,7 +9,7 @@ scenario=$(cat /run/vm-tests/scenario 2>/dev/null)
 # a scenario's own containerd socket (k3s), for ctr
 if [ -s /run/vm-tests/socket ]; then CONTAINERD_ADDRESS=$(cat /run/vm-tests/socket); export CONTAINERD_ADDRESS; fi
 # Wait for the boot to settle, bounded: a scenario unit of this boot (the running-node
-# scenarios, recover) has ended, and either the boot finished (running/degraded) or
+# scenarios, readme-recovery) has ended, and either the boot finished (running/degraded) or
 # containerd is held: its pre-start failed twice (once, then once more on its Restart=).
 # A held containerd's start job never ends (each failed pre-start goes to auto-restart),
 # so kubelet's and the boot target's jobs wait for it and the boot never finishes.

@@ -85,7 +85,7 @@ standin() {
       "$cri" "$sock" run --name locker --uid "$uid" --image "$locker" \
         --cgroup-parent "kubepods-besteffort-pod${uid//-/_}.slice" --mount "$lockdir:/data" \
         --expect locked --fail-on 'cannot acquire lock' --timeout 90 ;;
-    leaked-task|package|ops|recover)
+    leaked-task|package|ops|readme-recovery)
       local uid; uid=$(uuid)
       echo "pod_uid=$uid"
       "$cri" "$sock" run --name payload --uid "$uid" --image "$pause" \
@@ -471,10 +471,10 @@ ops() {
   block ops.timer.journal journalctl -q -b -o short-monotonic --no-hostname -u containerd-guard-hygiene.timer -u containerd-guard-hygiene.service
 }
 
-# ------------------------------------------------------------------ recover
+# ------------------------------------------------------------------ readme-recovery
 # containerd and kubelet held (the volume's mount not started at boot); then the README's
 # recovery block, extracted from the README shipped in the image, run line by line.
-recover() {
+readme_recovery() {
   local line n=0 t0 u
   failures() { journalctl -b -o cat _PID=1 UNIT=containerd.service | grep -c 'Control process exited'; }
   held() { [ "$(failures)" -ge 1 ]; }
@@ -488,7 +488,7 @@ recover() {
   block held.guard.status /usr/bin/guard status
   echo "boot_id.before=$(cat /proc/sys/kernel/random/boot_id)"
   # the block after the marker, between its ```sh fence and the closing one
-  awk '/^<!-- vm-tests: recover -->$/ {m=1; next} m && /^```sh$/ {b=1; next} b && /^```$/ {exit} b {print}' \
+  awk '/^<!-- vm-tests: readme-recovery -->$/ {m=1; next} m && /^```sh$/ {b=1; next} b && /^```$/ {exit} b {print}' \
     /usr/lib/vm-tests/README.md > /run/vm-tests/recover.sh
   block recover.block cat /run/vm-tests/recover.sh
   while IFS= read -r line; do
@@ -544,7 +544,7 @@ case $phase in
         package) package ;;
         package-after) package_after ;;
         ops) ops ;;
-        recover) recover ;;
+        readme-recovery) readme_recovery ;;
         restore) restore ;;
         *) echo "error=no incident for scenario '$scenario'" ;;
       esac

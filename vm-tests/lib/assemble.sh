@@ -76,7 +76,7 @@ install -d "$root/usr/lib/vm-tests"
 install -m 0755 "$probe" "$root/usr/lib/vm-tests/run-pod-sandbox"
 install -m 0755 "$workload" "$root/usr/lib/vm-tests/cri-workload"
 install -m 0755 "$g/report.sh" "$g/scenario.sh" "$g/chaos.sh" "$root/usr/lib/vm-tests/"
-# the recover scenario runs the README's recovery block, word for word, from this copy
+# the readme-recovery scenario runs the README's recovery block, word for word, from this copy
 install -m 0644 "$repo/README.md" "$root/usr/lib/vm-tests/README.md"
 # the ops scenario's containerd package upgrade: the .deb of the containerd version the
 # image has, from the base build's apt cache (BASE's sibling debs/, see vm-tests/run)

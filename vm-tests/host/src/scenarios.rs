@@ -14,7 +14,7 @@ pub const CLOUD_TIMEOUT: u32 = 15;
 
 /// Every stage a plain `vm-tests/run` runs, in order (`--list`): two without a boot, then
 /// the boot scenarios.
-pub const ALL: &str = "dracut-build lint healthy hotplug never wrong-disk stale cycle cycle-guard dracut dracut-var restore k3s leaked-task ops recover package cloud-init";
+pub const ALL: &str = "dracut-build lint healthy hotplug never wrong-disk stale cycle cycle-guard dracut dracut-var restore k3s leaked-task ops readme-recovery package cloud-init";
 
 /// The ephemeral disk (/dev/vdb), a 256 MiB ext4 (or blank) image.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -165,10 +165,10 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario { name: "leaked-task", timeout: 600, checks: node::leaked, ..BASE },
     Scenario { name: "ops", timeout: 900, checks: ops::ops, ..BASE },
     Scenario {
-        name: "recover",
+        name: "readme-recovery",
         cmdline: "vmtest.mount=noauto vmtest.guardwait=10",
         timeout: 900,
-        checks: recover::recover,
+        checks: recover::readme_recovery,
         ..BASE
     },
     // two boots of one disk: the first upgrades, removes and purges the package on the

@@ -14,7 +14,7 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-/// The README's recovery block as it was when `recover` was kept.
+/// The README's recovery block as it was when `readme-recovery` was kept.
 fn readme() -> String {
     fs::read_to_string(fixtures().join("README-recover.md")).unwrap()
 }
@@ -42,7 +42,7 @@ fn kept_reports_get_the_shells_verdicts() {
         "cloud-init",
         "k3s",
         "leaked-task",
-        "recover",
+        "readme-recovery",
         "ops",
         "package",
     ] {
@@ -261,10 +261,10 @@ fn the_running_node_boots_fail_on_their_incidents() {
 }
 
 #[test]
-fn recover_follows_the_readme_word_for_word() {
-    let v = Variant::of("recover");
+fn readme_recovery_follows_the_readme_word_for_word() {
+    let v = Variant::of("readme-recovery");
     let other = readme().replace("guard verify ", "guard verify --deep ");
-    let s = Scenario::find("recover").unwrap();
+    let s = Scenario::find("readme-recovery").unwrap();
     let (j, _) = scenario_lines(s, &v.dir, &other);
     assert!(!j.ok);
     assert!(j

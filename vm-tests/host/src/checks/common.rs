@@ -167,7 +167,7 @@ pub fn started_once(j: &mut Judge, r: &Report) {
 }
 
 /// held: containerd's pre-start refuses and kubelet waits. `u` is the key prefix of the
-/// unit properties: the report's ("unit") or recover's record taken while held
+/// unit properties: the report's ("unit") or readme-recovery's record taken while held
 /// ("sc.held.unit").
 pub fn held(j: &mut Judge, r: &Report, u: &str) {
     let p = u.strip_suffix("unit").unwrap_or(u);

@@ -1,5 +1,6 @@
 //! The scenarios where the node meets a change while it runs and comes back: the sandbox
-//! image removed (restore), a held boot recovered by the README's block (recover).
+//! image removed (restore), a held boot recovered by the README's block
+//! (readme-recovery).
 
 use super::common::*;
 use super::node::scenario_ran;
@@ -49,7 +50,7 @@ pub fn restore_while_running(j: &mut Judge, r: &Report) {
 pub fn readme_block(readme: &str) -> String {
     let (mut m, mut b, mut out) = (false, false, Vec::new());
     for l in readme.lines() {
-        if l == "<!-- vm-tests: recover -->" {
+        if l == "<!-- vm-tests: readme-recovery -->" {
             m = true;
         } else if m && l == "```sh" {
             b = true;
@@ -66,7 +67,9 @@ pub fn readme_block(readme: &str) -> String {
 /// lines, a report claiming thousands is garbage.
 const MAX_RECOVER_LINES: u64 = 200;
 
-pub fn recover(j: &mut Judge, x: &Ctx) {
+/// readme-recovery: a boot held for its unmounted volume, then the README's recovery block
+/// run word for word brings containerd and kubelet back without a reboot.
+pub fn readme_recovery(j: &mut Judge, x: &Ctx) {
     let r = &x.r;
     held(j, r, "sc.held.unit");
     j.check(
