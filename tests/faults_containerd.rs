@@ -72,9 +72,10 @@ fn containerd_missing_and_not_started_is_terminal_within_the_hold_naming_the_soc
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:miss2", dead_port()));
     n.ctrd.stop();
     let _ = std::fs::remove_file(n.t.socket());
+    let wait = Duration::from_secs(2);
     let cfg = n
         .guard_config(&n.ctrd.noop_program())
-        .containerd_wait("2s")
+        .containerd_wait(&format!("{}s", wait.as_secs()))
         .sandbox_pull(false)
         .remediation_restart_budget(1)
         .remediation_backoff("100ms")
@@ -86,8 +87,9 @@ fn containerd_missing_and_not_started_is_terminal_within_the_hold_naming_the_soc
         .mentions("runtime.answers", &[n.t.socket().to_str().unwrap()])
         .mentions("remedy.budget", &["TERMINAL"]);
     assert_eq!(n.ctrd.restarts(), 1, "exactly the budget");
+    // containerd given its whole wait before the restart and again after it
     assert!(
-        out.elapsed < Duration::from_secs(10 + 15),
+        out.elapsed >= wait * 2 && out.elapsed < Duration::from_secs(10 + 15),
         "{:?}",
         out.elapsed
     );
@@ -161,9 +163,10 @@ fn hung_containerd_with_a_restart_that_does_not_help_ends_within_the_hold_timeou
     let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:hung2", dead_port()));
     n.import_image();
     let before = n.content();
+    let wait = Duration::from_secs(2);
     let cfg = n
         .guard_config(&n.ctrd.noop_program())
-        .containerd_wait("2s")
+        .containerd_wait(&format!("{}s", wait.as_secs()))
         .sandbox_pull(false)
         .remediation_restart_budget(1)
         .remediation_backoff("100ms")
@@ -179,15 +182,21 @@ fn hung_containerd_with_a_restart_that_does_not_help_ends_within_the_hold_timeou
     );
     v.expect(1, "runtime.answers", "fail")
         .mentions("runtime.answers", &["does not answer"]);
-    assert!(v.elapsed < Duration::from_secs(15), "{:?}", v.elapsed);
+    // "does not answer" only once its wait has passed, and bounded by it
+    assert!(
+        v.elapsed >= wait && v.elapsed < Duration::from_secs(15),
+        "{:?}",
+        v.elapsed
+    );
     out.expect(4, "runtime.answers", "fail")
         .mentions(
             "runtime.answers",
             &["does not answer", n.t.socket().to_str().unwrap()],
         )
         .mentions("remedy.budget", &["TERMINAL"]);
+    // its wait before the restart and again after it, then terminal within the hold
     assert!(
-        out.elapsed < Duration::from_secs(8 + 15),
+        out.elapsed >= wait * 2 && out.elapsed < Duration::from_secs(8 + 15),
         "{:?}",
         out.elapsed
     );
