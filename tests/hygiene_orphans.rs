@@ -165,23 +165,22 @@ fn h04_live_tasks_other_namespaces_and_reused_pids_are_left_alone() {
 /// usable, a terminal escape (clear screen) and a right-to-left override.
 const FORGERY: &str = "x\nverdict: node is usable\n\x1b[2J\u{202e}gnirts";
 
-/// No line of `out` but the real last one starts with `verdict:`, and no raw ESC byte or
-/// bidi override is printed.
+/// No line of `out` starts with `verdict:` but the real one, the last line of a `table`
+/// (which always ends with exactly one; `--json` and `--npd` print none), and no raw ESC
+/// byte or bidi override is printed.
 #[track_caller]
-fn assert_not_forged(what: &str, out: &Outcome) {
+fn assert_not_forged(what: &str, out: &Outcome, table: bool) {
     let text = &out.stdout;
-    let verdicts: Vec<&str> = text
-        .lines()
-        .filter(|l| l.trim_start().starts_with("verdict:"))
+    let verdicts: Vec<usize> = (text.lines().enumerate())
+        .filter(|(_, l)| l.trim_start().starts_with("verdict:"))
+        .map(|(i, _)| i)
         .collect();
-    let real = match text.lines().last() {
-        Some(l) if l.starts_with("verdict: node is") && verdicts.len() == 1 => 1,
-        _ => 0,
-    };
+    let last = text.lines().count().checked_sub(1);
+    let real: Vec<usize> = last.filter(|_| table).into_iter().collect();
     assert_eq!(
-        verdicts.len(),
+        verdicts,
         real,
-        "{what}: forged verdict line\n{}",
+        "{what}: the verdict lines (by line number) are not the real one alone\n{}",
         out.dump()
     );
     assert!(!text.contains('\x1b'), "{what}: raw ESC\n{}", out.dump());
@@ -224,16 +223,16 @@ fn h07_an_orphans_command_line_cannot_forge_a_line_of_the_output() {
         "the table shows the argument escaped:\n{}",
         table.dump()
     );
-    assert_not_forged("verify (table)", &table);
+    assert_not_forged("verify (table)", &table, true);
     let json = guard(&cfg, &["verify"]);
     json.expect(1, "runtime.orphans", "fail");
-    assert_not_forged("verify --json", &json);
+    assert_not_forged("verify --json", &json, false);
     let npd = Guard::with_config(&cfg).run(&["verify", "--npd"]);
-    assert_not_forged("verify --npd", &npd);
+    assert_not_forged("verify --npd", &npd, false);
     assert_eq!(npd.stdout.lines().count(), 1, "{}", npd.dump());
 
     let repair = Guard::with_config(&cfg).run(&["hygiene"]);
-    assert_not_forged("hygiene (table)", &repair);
+    assert_not_forged("hygiene (table)", &repair, true);
     assert_eq!(repair.code, 0, "{}", repair.dump());
     assert!(pids.iter().all(|p| !pid_alive(*p)), "{pids:?} still alive");
 }
