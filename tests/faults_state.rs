@@ -198,15 +198,14 @@ fn refused_unrecorded(n: &Node, out: &Outcome, pid: Identity, cause: &[&str]) {
     assert!(!out.stderr.contains("panicked"), "{}", out.dump());
 }
 
-/// No temporary file of an atomic write left in `dir`.
+/// No temporary file of an atomic write left in `dir` (which must be readable: an
+/// unreadable directory is no proof that nothing was left in it).
 #[track_caller]
 fn no_partial_files(dir: &Path) {
     let left: Vec<String> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     assert!(
         left.iter().all(|f| !f.ends_with(".tmp")),
         "partial files left in {}: {left:?}",
