@@ -4,7 +4,7 @@
 //! them.
 
 use super::units::{
-    parse_duration, parse_size, DURATION_HELP, MAX_DURATION, MAX_DURATION_TEXT, MAX_SIZE,
+    parse_duration, parse_size, Size, DURATION_HELP, MAX_DURATION, MAX_DURATION_TEXT, MAX_SIZE,
     MAX_SIZE_TEXT, SIZE_HELP,
 };
 use std::path::PathBuf;
@@ -109,7 +109,7 @@ config_keys! {
         /// Filesystem types accepted despite being RAM- or overlay-backed, e.g. ["tmpfs"].
         allow: Vec<String> = Vec::new(), names, show::list, "a list of filesystem type names";
         /// Free space the volume must have.
-        min_free: u64 = 0, size, show::size, SIZE_HELP;
+        min_free: Size = Size::of_bytes(0), size, show::size, SIZE_HELP;
         /// Free inodes the volume must have.
         min_free_inodes: u64 = 0, count, show::plain, "a non-negative integer";
         /// How long to wait for the device and the mount.

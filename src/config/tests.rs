@@ -82,7 +82,7 @@ fn layers_apply_with_systemd_precedence_and_remember_their_source() {
     let s = &loaded.settings;
     assert_eq!(s.volume.device, Some(DeviceSpec::Uuid("abcd-1234".into())));
     assert_eq!(
-        s.volume.min_free,
+        s.volume.min_free.bytes,
         1 << 30,
         "vendor value survives where not overridden"
     );

@@ -210,7 +210,7 @@ fn space(settings: &VolumeSettings, facts: &VolumeFacts, m: &MountEntry) -> Vec<
                 Id::VolumeFreeSpace,
                 "free space",
                 s.free_bytes,
-                settings.min_free,
+                settings.min_free.bytes,
                 human_size,
                 &format!(
                     "free space on {} or raise its size; [volume] min_free",

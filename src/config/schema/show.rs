@@ -1,7 +1,7 @@
 //! How `guard config` writes each kind of value: as TOML where the value has one, as
 //! `(unset)` where a key without a default is not set.
 
-use crate::config::units::{format_duration, format_size};
+use crate::config::units::{format_duration, Size};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,8 +24,9 @@ pub(super) fn duration(d: &Duration) -> String {
     quoted(&format_duration(*d))
 }
 
-pub(super) fn size(bytes: &u64) -> String {
-    quoted(&format_size(*bytes))
+/// As its fragment wrote it.
+pub(super) fn size(size: &Size) -> String {
+    size.as_written().to_string()
 }
 
 pub(super) fn list(items: &[String]) -> String {

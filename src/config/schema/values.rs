@@ -108,16 +108,22 @@ pub(super) fn duration(key: &str, v: &Value) -> Result<Duration, Problem> {
     Ok(d)
 }
 
-pub(super) fn size(key: &str, v: &Value) -> Result<u64, Problem> {
+/// A size, kept as it was written so that `guard config` echoes it (`"10 GB"`, not the
+/// bytes it makes).
+pub(super) fn size(key: &str, v: &Value) -> Result<Size, Problem> {
     let bytes = unbounded_size(key, v)?;
+    let said = v.as_str().map_or_else(|| bytes.to_string(), str::to_string);
     if bytes > MAX_SIZE {
-        let said = v.as_str().map_or_else(|| bytes.to_string(), str::to_string);
         return Err((
             key.to_string(),
             format!("{said} is too large; accepted: 0 to {MAX_SIZE_TEXT}"),
         ));
     }
-    Ok(bytes)
+    let written = match v.as_str() {
+        Some(text) => format!("{text:?}"),
+        None => said,
+    };
+    Ok(Size::written(bytes, written))
 }
 
 pub(super) fn unbounded_size(key: &str, v: &Value) -> Result<u64, Problem> {
@@ -245,4 +251,23 @@ pub(super) fn image_reference(key: &str, v: &Value) -> Result<String, Problem> {
         ));
     }
     Ok(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_size_keeps_the_form_it_was_written_in() {
+        for (written, bytes) in [
+            ("\"10 GB\"", 10_000_000_000),
+            ("1000", 1000),
+            ("\"2G\"", 2 << 30),
+        ] {
+            let table: toml::Table = format!("v = {written}").parse().unwrap();
+            let read = size("volume.min_free", &table["v"]).unwrap();
+            assert_eq!(read.bytes, bytes, "{written}");
+            assert_eq!(show::size(&read), written);
+        }
+    }
 }

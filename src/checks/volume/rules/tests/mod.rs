@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::checks::volume::facts::{ContainerdSeen, FsStats, HiddenData, VolumeFacts};
+use crate::config::units::Size;
 use crate::config::{DeviceSpec, Settings};
 use crate::host::blockdev::BtrfsDevices;
 use crate::host::mountinfo::{DevNum, MountTable};
@@ -22,7 +23,7 @@ fn table(name: &str) -> MountTable {
 fn tkgs() -> (VolumeSettings, VolumeFacts) {
     let mut settings = Settings::default().volume;
     settings.device = Some(DeviceSpec::Label("eph".into()));
-    settings.min_free = 1 << 30;
+    settings.min_free = Size::of_bytes(1 << 30);
     settings.min_free_inodes = 1000;
     let facts = VolumeFacts {
         path: PathBuf::from("/var/lib/containerd"),
@@ -223,7 +224,7 @@ fn verify_warns_on_space_near_kubelets_image_threshold_and_only_there() {
     let before = evaluate(&settings, &facts, Phase::BeforeContainerd);
     assert_eq!(status(&before, "volume.free-space"), Status::Pass);
     let mut full = settings.clone();
-    full.min_free = 15 << 30;
+    full.min_free = Size::of_bytes(15 << 30);
     let f = evaluate(&full, &facts, Phase::Verify);
     assert_eq!(status(&f, "volume.free-space"), Status::Fail);
 }
