@@ -124,3 +124,76 @@ fn config_shows_values_and_their_sources() {
     assert_eq!(v["settings"]["volume.fstypes"]["source"], "(default)");
     assert_eq!(v["files"][0], file.as_str());
 }
+
+/// `guard volume`'s configuration error for `text` in `t`'s guard config: exit 3 and stderr.
+fn config_error_text(t: &TempRoot, text: &str) -> String {
+    let cfg = t.write_guard_config_raw(text);
+    let o = Guard::with_config(&cfg).run(&["volume"]);
+    assert_eq!(o.code, 3, "config error must exit 3:\n{}", o.dump());
+    o.stderr
+}
+
+#[test]
+fn config_errors_point_at_the_line_and_column_like_a_compiler() {
+    let t = TempRoot::new();
+    let file = t.guard_config_path().display().to_string();
+    // A typo: the place, the near key and what it accepts; not every key the guard has.
+    let err = config_error_text(&t, "[volume]\nwait = \"5s\"\ndevcie = \"LABEL=x\"\n");
+    for needle in [
+        &format!("{file}:3:1: key `volume.devcie`: unknown key"),
+        "did you mean `volume.device`",
+        "LABEL=, UUID=",
+    ] {
+        assert!(err.contains(needle), "no {needle:?} in:\n{err}");
+    }
+    assert!(!err.contains("metrics.textfile"), "lists every key:\n{err}");
+    // A misspelt section is a section's typo.
+    let err = config_error_text(&t, "[volum]\nwait = \"5s\"\n");
+    assert!(err.contains(&format!("{file}:1:2: key `volum`")), "{err}");
+    assert!(err.contains("did you mean `[volume]`"), "{err}");
+    // A TOML syntax error: where the closing quote of the string is missing.
+    let err = config_error_text(&t, "[volume]\nwait = \"5s\"\nmin_free = \"10 GB\n");
+    assert!(
+        err.contains(&format!("{file}:3:18: not valid TOML")),
+        "{err}"
+    );
+    // A value of the wrong form: at the value, with the form accepted.
+    let err = config_error_text(&t, "[volume]\nmin_free = \"10 GiBs\"\n");
+    assert!(
+        err.contains(&format!("{file}:2:12: key `volume.min_free`")),
+        "{err}"
+    );
+    assert!(err.contains("\"2GB\" (1000-based)"), "{err}");
+}
+
+#[test]
+fn a_fragments_error_names_the_fragment_in_the_layered_search() {
+    let t = TempRoot::new();
+    let sysroot = t.path().join("sysroot");
+    let dir = sysroot.join("etc/containerd-guard/config.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        file
+    };
+    write("10-image.toml", "[volume]\ndevice = \"LABEL=containerd\"\n");
+    let bad = write(
+        "50-site.toml",
+        "[hold]\ntimeout = \"2m\"\nrequire_netwrok = true\n",
+    );
+    let o = Guard::bare()
+        .arg("--sysroot")
+        .arg(sysroot.display().to_string())
+        .run(&["volume"]);
+    assert_eq!(o.code, 3, "{}", o.dump());
+    let place = format!("{}:3:1: key `hold.require_netwrok`", bad.display());
+    assert!(o.stderr.contains(&place), "{}", o.dump());
+    assert!(
+        o.stderr.contains("did you mean `hold.require_network`"),
+        "{}",
+        o.dump()
+    );
+}

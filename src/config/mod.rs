@@ -6,6 +6,7 @@
 //! typed, validated settings. A node with no file at all gets the defaults below.
 
 mod fragments;
+pub mod position;
 mod schema;
 pub mod trust;
 pub mod units;
@@ -18,6 +19,7 @@ pub use schema::{
 };
 
 use crate::host::Host;
+use position::Position;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -59,22 +61,32 @@ pub struct ConfigError {
     /// Dotted key (`volume.min_free`), empty when the whole file is at fault.
     pub key: String,
     pub problem: String,
+    /// Where in the file, when the mistake is at one place of its text.
+    pub at: Option<Position>,
 }
 
+/// `FILE:LINE:COLUMN: key `KEY`: PROBLEM`, as a compiler says it (the place and the key
+/// where known).
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "{}: {}", self.file.display(), self.problem)
-        } else {
-            write!(
-                f,
-                "{}: key `{}`: {}",
-                self.file.display(),
-                self.key,
-                self.problem
-            )
+        write!(f, "{}", self.file.display())?;
+        if let Some(at) = self.at {
+            write!(f, ":{at}")?;
         }
+        if !self.key.is_empty() {
+            write!(f, ": key `{}`", self.key)?;
+        }
+        write!(f, ": {}", self.problem)
     }
+}
+
+/// What is wrong in one fragment's text: the key at fault (empty: the whole text), the
+/// problem with the form accepted, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FragmentError {
+    pub key: String,
+    pub problem: String,
+    pub at: Option<Position>,
 }
 
 impl std::error::Error for ConfigError {}
@@ -90,6 +102,7 @@ pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError>
         file: file.to_path_buf(),
         key: String::new(),
         problem,
+        at: None,
     };
     let files = match explicit {
         Some(file) => vec![file.to_path_buf()],
@@ -99,10 +112,11 @@ pub fn load(host: &Host, explicit: Option<&Path>) -> Result<Loaded, ConfigError>
     let mut sources = BTreeMap::new();
     for file in &files {
         let text = read_text(file, explicit.is_some()).map_err(|p| whole(file, p))?;
-        let set = apply_fragment(&mut settings, &text).map_err(|(key, problem)| ConfigError {
+        let set = apply_fragment(&mut settings, &text).map_err(|e| ConfigError {
             file: file.clone(),
-            key,
-            problem,
+            key: e.key,
+            problem: e.problem,
+            at: e.at,
         })?;
         for key in set {
             sources.insert(key, Source::File(file.clone()));
@@ -149,28 +163,29 @@ fn check_archives(host: &Host, loaded: &Loaded) -> Result<(), ConfigError> {
                 file: on_host,
                 key: "sandbox.archives".into(),
                 problem: format!("{problem} (listed in {listed_in})"),
+                at: None,
             });
         }
     }
     Ok(())
 }
 
-/// `guard config`: every key, its effective value and where it came from.
-/// Applies one fragment's text over `settings`: the dotted keys it set, or the key at fault
-/// (empty for the whole file) and the problem.
-pub fn apply_fragment(
-    settings: &mut Settings,
-    text: &str,
-) -> Result<Vec<String>, (String, String)> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        (
-            String::new(),
-            format!("not valid TOML: {}", e.message().trim()),
-        )
+/// Applies one fragment's text over `settings`: the dotted keys it set, or what is wrong
+/// and where.
+pub fn apply_fragment(settings: &mut Settings, text: &str) -> Result<Vec<String>, FragmentError> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| FragmentError {
+        key: String::new(),
+        problem: format!("not valid TOML: {}", e.message().trim()),
+        at: position::of_syntax_error(text, &e),
     })?;
-    schema::apply(settings, &table)
+    schema::apply(settings, &table).map_err(|((key, problem), part)| FragmentError {
+        at: position::of_key(text, &key, part),
+        key,
+        problem,
+    })
 }
 
+/// `guard config`: every key, its effective value and where it came from.
 pub fn describe(loaded: &Loaded) -> String {
     let mut out = String::new();
     if loaded.files.is_empty() {

@@ -3,6 +3,7 @@
 //! (docs/configuration.md and guard(8) list them from [`KEYS`]); add keys, never rename
 //! them.
 
+use super::position::Part;
 use super::units::{
     parse_duration, parse_size, Size, DURATION_HELP, MAX_DURATION, MAX_DURATION_TEXT, MAX_SIZE,
     MAX_SIZE_TEXT, SIZE_HELP,
@@ -15,6 +16,7 @@ pub use crate::host::blockdev::DeviceSpec;
 
 #[macro_use]
 mod declare;
+mod near;
 mod show;
 mod values;
 use values::*;
@@ -185,8 +187,11 @@ config_keys! {
     }
 }
 
+/// What is wrong with one key of a fragment, and which of its parts to point at.
+pub type Fault = (Problem, Part);
+
 /// Applies one fragment on top of `settings`; returns the dotted keys it set.
-pub fn apply(settings: &mut Settings, table: &toml::Table) -> Result<Vec<String>, Problem> {
+pub fn apply(settings: &mut Settings, table: &toml::Table) -> Result<Vec<String>, Fault> {
     let mut set = Vec::new();
     for (name, value) in table {
         match value {
@@ -198,7 +203,8 @@ pub fn apply(settings: &mut Settings, table: &toml::Table) -> Result<Vec<String>
                 }
             }
             _ if is_section(name) => {
-                return Err(wrong_type(name, value, &format!("a table [{name}]")))
+                let expected = format!("a table [{name}]");
+                return Err((wrong_type(name, value, &expected), Part::Value));
             }
             _ => {
                 apply_key(settings, name, value)?;
@@ -213,16 +219,53 @@ fn is_section(name: &str) -> bool {
     KEYS.iter().any(|k| k.section == Some(name))
 }
 
-fn apply_key(settings: &mut Settings, dotted: &str, v: &Value) -> Result<(), Problem> {
-    match KEYS.iter().find(|k| k.dotted == dotted) {
-        Some(key) => (key.read)(settings, dotted, v),
-        None => {
-            let names: Vec<&str> = KEYS.iter().map(|k| k.dotted).collect();
-            Err((
-                dotted.to_string(),
-                format!("unknown key; accepted keys are: {}", names.join(", ")),
-            ))
-        }
+/// Reads one key's value; a value the key refuses is answered with the form it accepts.
+fn apply_key(settings: &mut Settings, dotted: &str, v: &Value) -> Result<(), Fault> {
+    let Some(key) = KEYS.iter().find(|k| k.dotted == dotted) else {
+        return Err(((dotted.to_string(), unknown(dotted, v)), Part::Name));
+    };
+    (key.read)(settings, dotted, v).map_err(|(at, problem)| {
+        let problem = match problem.contains(key.accepts) {
+            true => problem,
+            false => format!("{problem}; accepted: {}", key.accepts),
+        };
+        ((at, problem), Part::Value)
+    })
+}
+
+/// Why `dotted` is refused: the key or section it most likely meant, else the names its
+/// section has (never every key of every section).
+fn unknown(dotted: &str, v: &Value) -> String {
+    if let (Value::Table(_), Some(section)) = (v, near::section(dotted)) {
+        return format!("unknown section; did you mean `[{section}]`?");
+    }
+    if let Some(key) = near::key(dotted) {
+        return format!(
+            "unknown key; did you mean `{}`? It accepts {}",
+            key.dotted, key.accepts
+        );
+    }
+    let section = dotted.split_once('.').map(|(section, _)| section);
+    let names: Vec<&str> = match section {
+        Some(section) => KEYS
+            .iter()
+            .filter(|k| k.section == Some(section))
+            .map(|k| k.name)
+            .collect(),
+        None => KEYS
+            .iter()
+            .filter(|k| k.section.is_none())
+            .map(|k| k.dotted)
+            .collect(),
+    };
+    let sections: Vec<String> = near::sections().map(|s| format!("[{s}]")).collect();
+    match section {
+        Some(section) => format!("unknown key; [{section}] has {}", names.join(", ")),
+        None => format!(
+            "unknown key; the top of a file has {}, and the sections {}",
+            names.join(", "),
+            sections.join(", ")
+        ),
     }
 }
 

@@ -144,9 +144,23 @@ fn every_error_names_file_key_and_what_is_accepted() {
         (
             "[volume]\nwiat = \"5s\"\n",
             "volume.wiat",
-            "unknown key; accepted keys are: state_dir",
+            "unknown key; did you mean `volume.wait`? It accepts a string like \"500ms\"",
         ),
-        ("[volum]\nwait = \"5s\"\n", "volum", "unknown key"),
+        (
+            "[volume]\ncolour = \"red\"\n",
+            "volume.colour",
+            "unknown key; [volume] has device, fstypes, allow, min_free,",
+        ),
+        (
+            "colour = \"red\"\n",
+            "colour",
+            "the top of a file has state_dir, and the sections [containerd], [volume],",
+        ),
+        (
+            "[volum]\nwait = \"5s\"\n",
+            "volum",
+            "unknown section; did you mean `[volume]`?",
+        ),
         (
             "volume = 3\n",
             "volume",
@@ -235,7 +249,7 @@ fn every_error_names_file_key_and_what_is_accepted() {
         (
             "[sandbox]\npull_attempts = 0\n",
             "sandbox.pull_attempts",
-            "must be at least 1",
+            "must be at least 1; accepted: an integer from 1 to 100",
         ),
         (
             "[remediation]\nrestart_budget = 100000\n",
@@ -252,15 +266,20 @@ fn every_error_names_file_key_and_what_is_accepted() {
             err.problem
         );
         let shown = err.to_string();
-        assert!(shown.contains("50-x.toml: key `"), "{shown}");
+        let at = err
+            .at
+            .unwrap_or_else(|| panic!("for {text:?}: no line and column"));
+        assert!(shown.contains(&format!("50-x.toml:{at}: key `")), "{shown}");
     }
 }
 
 #[test]
-fn broken_toml_names_the_file() {
-    let err = error_of("[volume\nwait = 5");
+fn broken_toml_names_the_file_line_and_column() {
+    let err = error_of("[volume]\nwait = \"5s\"\n[volume\nwait = 5");
     assert_eq!(err.key, "");
     assert!(err.problem.starts_with("not valid TOML"), "{}", err.problem);
+    assert_eq!(err.at.map(|at| at.line), Some(3), "{err}");
+    assert!(err.to_string().contains("50-x.toml:3:"), "{err}");
 }
 
 #[test]

@@ -289,29 +289,21 @@ fn guard_config(tree: &Tree) -> GuardConfig {
         match fragment_text(tree, &file) {
             Ok(text) => match crate::config::apply_fragment(&mut out.settings, &text) {
                 Ok(_) => {}
-                Err((key, problem)) if key.is_empty() => {
-                    out.problems.push((toml_place(&file, &text), problem))
+                Err(e) => {
+                    let place =
+                        e.at.map_or_else(|| file.clone(), |at| format!("{file}:{at}"));
+                    let problem = match e.key.is_empty() {
+                        true => e.problem,
+                        false => format!("key `{}`: {}", e.key, e.problem),
+                    };
+                    out.problems.push((place, problem))
                 }
-                Err((key, problem)) => out
-                    .problems
-                    .push((file.clone(), format!("key `{key}`: {problem}"))),
             },
             Err(problem) => out.problems.push((file.clone(), problem)),
         }
         out.files.push(file);
     }
     out
-}
-
-/// `FILE:LINE` of the first TOML syntax error in `text`, else `FILE`.
-fn toml_place(file: &str, text: &str) -> String {
-    match text.parse::<toml::Table>().err().and_then(|e| e.span()) {
-        Some(span) => match text.get(..span.start) {
-            Some(before) => format!("{file}:{}", before.matches('\n').count() + 1),
-            None => file.to_string(),
-        },
-        None => file.to_string(),
-    }
 }
 
 /// A fragment's text, when no one but the image's owner (or root) could have written it.
