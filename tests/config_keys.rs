@@ -145,3 +145,54 @@ fn every_default_as_shown_reads_back_as_the_default() {
         assert_eq!(key.show(&settings), key.default_text(), "{}", key.dotted);
     }
 }
+
+/// The line `guard config` prints for `key`.
+fn line_of<'a>(text: &'a str, key: &str) -> &'a str {
+    let start = format!("{key} = ");
+    text.lines()
+        .find(|l| l.starts_with(&start))
+        .unwrap_or_else(|| panic!("no {key} in:\n{text}"))
+}
+
+/// Keys the guard takes from containerd's config when unset show the value in use and
+/// say so; a size shows as it was written.
+#[test]
+fn guard_config_shows_the_values_in_use_and_where_each_came_from() {
+    let t = TempRoot::new();
+    let image = "registry.example/pause:provenance";
+    let containerd = t.write_containerd_config_with(Some(image));
+    let cfg = t.write_guard_config_with(|c| c.volume_min_free("10 GB"));
+    let out = Guard::with_config(&cfg).run(&["config"]);
+    assert_eq!(out.code, 0, "{}", out.dump());
+    let from_containerd = format!("# containerd's config {}: ", containerd.display());
+    let socket = line_of(&out.stdout, "containerd.socket");
+    assert!(socket.contains(&format!("{:?}", t.socket())), "{socket}");
+    assert!(
+        socket.contains(&format!("{from_containerd}grpc.address")),
+        "{socket}"
+    );
+    let sandbox = line_of(&out.stdout, "sandbox.image");
+    assert!(sandbox.contains(&format!("\"{image}\"")), "{sandbox}");
+    assert!(sandbox.contains(&from_containerd), "{sandbox}");
+    let min_free = line_of(&out.stdout, "volume.min_free");
+    assert_eq!(
+        min_free,
+        format!("volume.min_free = \"10 GB\"    # {}", cfg.display())
+    );
+    let json = Guard::with_config(&cfg).run(&["--json", "config"]);
+    let v = json
+        .json
+        .as_ref()
+        .unwrap_or_else(|| panic!("{}", json.dump()));
+    assert_eq!(
+        v["settings"]["sandbox.image"]["value"],
+        format!("\"{image}\"")
+    );
+    let source = v["settings"]["containerd.socket"]["source"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        format!("# {source}"),
+        format!("{from_containerd}grpc.address")
+    );
+}

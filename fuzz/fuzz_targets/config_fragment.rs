@@ -1,7 +1,8 @@
 //! Guard config fragments (`config.d/*.toml`): applied over the defaults as `guard` loads
-//! them, then described as `guard config` prints them; and a device spec (`LABEL=...`).
+//! them (an error finds its key's line and column in the text), then described as `guard
+//! config` prints them; and a device spec (`LABEL=...`).
 #![no_main]
-use containerd_guard::config::{apply_fragment, describe, DeviceSpec, Loaded, Settings};
+use containerd_guard::config::{apply_fragment, describe, DeviceSpec, Inherited, Loaded, Settings};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -16,7 +17,11 @@ fuzz_target!(|data: &[u8]| {
             sources: Default::default(),
             files: Vec::new(),
         };
-        let _ = describe(&loaded);
+        let inherited = Inherited {
+            containerd: Err("not read by the fuzzer".into()),
+            kubelet_config: None,
+        };
+        let _ = describe(&loaded, &inherited);
     }
     let _ = DeviceSpec::parse(text);
 });

@@ -5,15 +5,17 @@
 //! Three layers, as in zincati: fragment files -> one merged table with provenance ->
 //! typed, validated settings. A node with no file at all gets the defaults below.
 
+mod effective;
 mod fragments;
 pub mod position;
 mod schema;
 pub mod trust;
 pub mod units;
 
+pub use effective::{describe, describe_json, Effective, FromContainerd, Inherited};
 pub use fragments::{effective, find_fragments, is_fragment};
 pub use schema::{
-    ContainerdSettings, DeviceSpec, HoldSettings, Key, MetricsSettings, OrphanSettings,
+    ContainerdSettings, DeviceSpec, Fallback, HoldSettings, Key, MetricsSettings, OrphanSettings,
     RemediationSettings, SandboxSettings, Settings, VolumeSettings, DEFAULT_CONTAINERD_CONFIG,
     KEYS,
 };
@@ -24,11 +26,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Where a value came from: a file, or the built-in default.
+/// Where a value came from: a file, what the guard takes an unset key from (containerd's
+/// config, kubelet's unit: [`Fallback`]), or the built-in default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     Default,
     File(PathBuf),
+    /// Where an unset key's value came from, as `guard config` says it.
+    Inherited(String),
 }
 
 impl fmt::Display for Source {
@@ -36,6 +41,7 @@ impl fmt::Display for Source {
         match self {
             Source::Default => write!(f, "(default)"),
             Source::File(p) => write!(f, "{}", p.display()),
+            Source::Inherited(from) => write!(f, "{from}"),
         }
     }
 }
@@ -182,39 +188,6 @@ pub fn apply_fragment(settings: &mut Settings, text: &str) -> Result<Vec<String>
         at: position::of_key(text, &key, part),
         key,
         problem,
-    })
-}
-
-/// `guard config`: every key, its effective value and where it came from.
-pub fn describe(loaded: &Loaded) -> String {
-    let mut out = String::new();
-    if loaded.files.is_empty() {
-        out.push_str("# no configuration files found; built-in defaults apply\n");
-    }
-    for f in &loaded.files {
-        out.push_str(&format!("# read {}\n", f.display()));
-    }
-    for (key, value) in schema::render(&loaded.settings) {
-        out.push_str(&format!(
-            "{key} = {value}    # {}\n",
-            loaded.source_of(&key)
-        ));
-    }
-    out
-}
-
-/// The same, for `--json`.
-pub fn describe_json(loaded: &Loaded) -> serde_json::Value {
-    let values: serde_json::Map<String, serde_json::Value> = schema::render(&loaded.settings)
-        .into_iter()
-        .map(|(key, value)| {
-            let source = loaded.source_of(&key).to_string();
-            (key, serde_json::json!({ "value": value, "source": source }))
-        })
-        .collect();
-    serde_json::json!({
-        "files": loaded.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
-        "settings": values,
     })
 }
 

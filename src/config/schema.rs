@@ -40,6 +40,9 @@ pub struct Key {
     pub dotted: &'static str,
     /// The form of value accepted, e.g. "a string like \"90s\"".
     pub accepts: &'static str,
+    /// Where its value in use comes from while no fragment sets it, when not from the
+    /// guard's own default.
+    pub fallback: Option<Fallback>,
     doc: &'static str,
     read: fn(&mut Settings, &str, &Value) -> Result<(), Problem>,
     show: fn(&Settings) -> String,
@@ -60,6 +63,17 @@ impl Key {
     pub fn default_text(&self) -> String {
         self.show(&Settings::default())
     }
+}
+
+/// Where an unset key takes the value in use from: what `guard config` shows and names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// containerd's `grpc.address`.
+    ContainerdSocket,
+    /// The sandbox image containerd's config names.
+    ContainerdSandboxImage,
+    /// kubelet's unit's `--config`, else kubelet's default file.
+    KubeletConfig,
 }
 
 fn secs(n: u64) -> Duration {
@@ -88,7 +102,8 @@ config_keys! {
             abs_path, show::path, "an absolute path";
         /// Overrides containerd's `grpc.address`.
         socket: Option<PathBuf> = None,
-            |k, v| abs_path(k, v).map(Some), show::path_or_unset, "an absolute path";
+            |k, v| abs_path(k, v).map(Some), show::path_or_unset, "an absolute path",
+            unset: ContainerdSocket;
         /// How long phase 2 retries connecting to containerd.
         wait: Duration = secs(60), duration, show::duration, DURATION_HELP;
         /// Run to restart containerd, never through a shell; as `systemctl restart UNIT`
@@ -129,7 +144,8 @@ config_keys! {
         /// Overrides the sandbox image named in containerd's config (`sandbox_image` or
         /// `pinned_images.sandbox`).
         image: Option<String> = None, |k, v| image_reference(k, v).map(Some),
-            show::quoted_or_unset, "an image reference, like \"registry.k8s.io/pause:3.6\"";
+            show::quoted_or_unset, "an image reference, like \"registry.k8s.io/pause:3.6\"",
+            unset: ContainerdSandboxImage;
         /// Image archives baked into the node image, digest-verified, tried in order.
         archives: Vec<PathBuf> = Vec::new(),
             abs_paths, show::paths, "a list of absolute paths";
@@ -177,7 +193,7 @@ config_keys! {
         /// `/var/lib/kubelet/config.yaml`.
         config: Option<PathBuf> = None, |k, v| abs_path(k, v).map(Some),
             |v| show::path_or(v, "(unset: its unit's --config, else /var/lib/kubelet/config.yaml)"),
-            "an absolute path";
+            "an absolute path", unset: KubeletConfig;
     }
 
     [metrics] MetricsSettings {
@@ -267,11 +283,4 @@ fn unknown(dotted: &str, v: &Value) -> String {
             sections.join(", ")
         ),
     }
-}
-
-/// Every key with its effective value, TOML-formatted, in contract order.
-pub fn render(s: &Settings) -> Vec<(String, String)> {
-    KEYS.iter()
-        .map(|k| (k.dotted.to_string(), k.show(s)))
-        .collect()
 }

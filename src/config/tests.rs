@@ -91,7 +91,11 @@ fn layers_apply_with_systemd_precedence_and_remember_their_source() {
     assert_eq!(s.hold.timeout, Duration::from_secs(120));
     assert_eq!(loaded.source_of("volume.device"), &Source::File(site));
     assert_eq!(loaded.source_of("hold.timeout"), &Source::File(runtime));
-    let text = describe(&loaded);
+    let inherited = Inherited {
+        containerd: Err("not read in this test".into()),
+        kubelet_config: None,
+    };
+    let text = describe(&loaded, &inherited);
     assert!(
         text.contains("volume.device = \"UUID=abcd-1234\"    # "),
         "{text}"

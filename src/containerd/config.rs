@@ -5,6 +5,7 @@
 
 mod imports;
 pub mod keys;
+mod provenance;
 
 use std::path::{Path, PathBuf};
 use toml::Value;

@@ -7,18 +7,23 @@
 //! ```text
 //! /// What it is for (the field's doc; docs/configuration.md's and guard(8)'s text).
 //! name: Type = default, read, show, "what it accepts";
+//! name: Type = default, read, show, "what it accepts", unset: Fallback;
 //! ```
 //!
 //! where `read(dotted_key, value)` turns a TOML value into `Type` or names the key and
-//! the fix, and `show(&Type)` writes it as `guard config` prints it.
+//! the fix, and `show(&Type)` writes it as `guard config` prints it. `unset:` names the
+//! [`Fallback`](super::Fallback) a key takes its value in use from while no fragment sets it.
 
 macro_rules! config_keys {
+    (@fallback) => { None };
+    (@fallback $fallback:ident) => { Some(Fallback::$fallback) };
     (
         top {
             $(
                 $(#[doc = $top_doc:literal])*
                 $top:ident: $top_type:ty = $top_default:expr,
-                    $top_read:expr, $top_show:expr, $top_accepts:expr;
+                    $top_read:expr, $top_show:expr, $top_accepts:expr
+                    $(, unset: $top_fallback:ident)?;
             )*
         }
         $(
@@ -26,7 +31,8 @@ macro_rules! config_keys {
             [$section:ident] $section_type:ident {
                 $(
                     $(#[doc = $doc:literal])*
-                    $field:ident: $type:ty = $default:expr, $read:expr, $show:expr, $accepts:expr;
+                    $field:ident: $type:ty = $default:expr, $read:expr, $show:expr, $accepts:expr
+                        $(, unset: $fallback:ident)?;
                 )*
             }
         )*
@@ -62,6 +68,7 @@ macro_rules! config_keys {
                     name: stringify!($top),
                     dotted: stringify!($top),
                     accepts: $top_accepts,
+                    fallback: config_keys!(@fallback $($top_fallback)?),
                     doc: concat!($($top_doc),*),
                     read: |s, key, v| {
                         s.$top = ($top_read)(key, v)?;
@@ -76,6 +83,7 @@ macro_rules! config_keys {
                     name: stringify!($field),
                     dotted: concat!(stringify!($section), ".", stringify!($field)),
                     accepts: $accepts,
+                    fallback: config_keys!(@fallback $($fallback)?),
                     doc: concat!($($doc),*),
                     read: |s, key, v| {
                         s.$section.$field = ($read)(key, v)?;
