@@ -3,7 +3,9 @@
 //! accept (pkg/custompluginmonitor/types: CustomPluginConfig, pluginGlobalConfig,
 //! CustomRule, Condition), it has exactly one permanent rule setting
 //! `ContainerRuntimeUnusable` with one fixed reason, the rule timeout is below the plugin
-//! timeout, and the guard's own `--timeout` below the rule's. No root needed.
+//! timeout, and the guard's own `--timeout` below the rule's; the condition is not claimed
+//! before the guard has looked (`skip_initial_status`), and no rule relies on a per-rule
+//! `invoke_interval`, which no released NPD reads. No root needed.
 
 use serde_json::Value;
 use std::time::Duration;
@@ -121,4 +123,25 @@ fn one_permanent_rule_sets_container_runtime_unusable_within_the_timeouts() {
         );
         assert_eq!(r["path"], "/usr/bin/guard");
     }
+}
+
+/// Without `skip_initial_status` NPD sets every default condition (here
+/// `ContainerRuntimeUnusable=False`, "usable") when it starts, before the guard ran once:
+/// a NodeReadinessRule would untaint a node nobody checked. (NPD v0.8.11 and later.)
+#[test]
+fn the_condition_waits_for_the_first_check() {
+    let c = config();
+    assert_eq!(c["pluginConfig"]["skip_initial_status"], true, "{c}");
+}
+
+/// A rule's own `invoke_interval` is on NPD's master since after v1.36.0 and in no release
+/// yet; every released NPD ignores an unknown JSON key, so such a rule would run at the
+/// plugin's interval, silently. Every rule runs at `pluginConfig.invoke_interval`.
+#[test]
+fn no_rule_relies_on_a_per_rule_interval() {
+    let c = config();
+    for r in c["rules"].as_array().unwrap() {
+        assert!(r.get("invoke_interval").is_none(), "{r}");
+    }
+    assert_eq!(c["pluginConfig"]["invoke_interval"], "30s");
 }
