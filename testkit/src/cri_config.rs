@@ -15,6 +15,8 @@ pub struct CriConfig {
     sandbox_image: Option<String>,
     discard_unpacked_layers: Option<bool>,
     runc_snapshotter: Option<String>,
+    /// CRI's snapshotter a proxy plugin: (name, its socket).
+    remote_snapshotter: Option<(String, String)>,
 }
 
 /// The tables of a config version: (runtime plugin, images plugin).
@@ -69,6 +71,14 @@ impl CriConfig {
         self
     }
 
+    /// CRI's snapshotter a remote one: `[proxy_plugins.NAME] type = "snapshot"` at
+    /// `address` (a [`SnapshotProxy`](super::snapshot_proxy::SnapshotProxy)), named as
+    /// CRI's `snapshotter`. On 2.x the transfer service may unpack there too.
+    pub fn remote_snapshotter(mut self, name: &str, address: &std::path::Path) -> CriConfig {
+        self.remote_snapshotter = Some((name.to_string(), address.display().to_string()));
+        self
+    }
+
     /// The CRI tables for config `version` (2 or 3).
     pub fn render(&self, version: u32) -> String {
         let (runtime, images) = plugins(version);
@@ -82,8 +92,15 @@ impl CriConfig {
             3 => format!("[plugins.\"{images}\"]\n"),
             _ => format!("[plugins.\"{images}\".containerd]\n"),
         };
+        let mut images_keys = String::new();
         if let Some(discard) = self.discard_unpacked_layers {
-            text += &format!("{images_table}  discard_unpacked_layers = {discard}\n");
+            images_keys += &format!("  discard_unpacked_layers = {discard}\n");
+        }
+        if let Some((name, _)) = &self.remote_snapshotter {
+            images_keys += &format!("  snapshotter = \"{name}\"\n");
+        }
+        if !images_keys.is_empty() {
+            text += &format!("{images_table}{images_keys}");
         }
         if let (Some(image), 3) = (image, version) {
             text += &format!("[plugins.\"{images}\".pinned_images]\n  sandbox = \"{image}\"\n");
@@ -99,6 +116,14 @@ impl CriConfig {
                 );
                 text += &transfer_unpacks(&["overlayfs", snapshotter]);
             }
+        }
+        if let Some((name, address)) = &self.remote_snapshotter {
+            if version == 3 {
+                text += &transfer_unpacks(&[name]);
+            }
+            text += &format!(
+                "[proxy_plugins.\"{name}\"]\n  type = \"snapshot\"\n  address = \"{address}\"\n"
+            );
         }
         text
     }

@@ -63,6 +63,7 @@ pub mod poll;
 pub mod process;
 pub mod runtime;
 pub mod skip;
+pub mod snapshot_proxy;
 pub mod suite;
 pub mod temproot;
 pub mod workload;
