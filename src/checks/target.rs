@@ -82,6 +82,7 @@ fn snapshotter(cd: &ContainerdConfig, name: &str, key: &str) -> Snapshotter {
         name: name.to_string(),
         key: key.to_string(),
         remote,
+        address: cd.remote_addresses.get(name).cloned(),
         layers_may_be_absent: layers_may_be_absent(cd, name, key, remote),
     }
 }
@@ -165,6 +166,7 @@ mod tests {
         );
         let (remote, _) = w.judged(Some("1.7.24"));
         assert!(remote.remote, "{remote:?}");
+        assert_eq!(remote.address.as_deref(), Some("/run/stargz.sock"));
         let why = remote.layers_may_be_absent.as_deref().unwrap_or_default();
         assert!(
             why.contains("stargz") && why.contains("remote snapshotter"),

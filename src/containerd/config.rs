@@ -49,6 +49,8 @@ pub struct ContainerdConfig {
     pub cri_snapshotter: String,
     pub cri_snapshotter_key: String,
     pub cri_remote_snapshotter: bool,
+    /// The socket of each of the two that is remote (`[proxy_plugins.NAME] address`).
+    pub remote_addresses: std::collections::BTreeMap<String, String>,
     /// `discard_unpacked_layers = true`: containerd deletes an image's layer blobs once it
     /// is unpacked, so a healthy image may lack them.
     pub discard_unpacked_layers: bool,
@@ -77,6 +79,7 @@ impl ContainerdConfig {
             cri_snapshotter: DEFAULT_SNAPSHOTTER.into(),
             cri_snapshotter_key: "(containerd default)".into(),
             cri_remote_snapshotter: false,
+            remote_addresses: Default::default(),
             discard_unpacked_layers: false,
             sandbox_runtime: "runc".into(),
             systemd_cgroup: false,
@@ -289,6 +292,12 @@ fn images(table: &toml::Table, version: i64, c: &mut ContainerdConfig) -> Result
     let remote = |name: &str| get_str(table, &["proxy_plugins", name, "type"]);
     c.remote_snapshotter = remote(&c.snapshotter)? == Some("snapshot");
     c.cri_remote_snapshotter = remote(&c.cri_snapshotter)? == Some("snapshot");
+    for name in [c.snapshotter.clone(), c.cri_snapshotter.clone()] {
+        let address = get_str(table, &["proxy_plugins", &name, "address"])?;
+        if let (Some(a), Some("snapshot")) = (address, remote(&name)?) {
+            c.remote_addresses.insert(name, a.to_string());
+        }
+    }
     Ok(())
 }
 

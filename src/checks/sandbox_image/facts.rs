@@ -31,6 +31,13 @@ pub enum ImageState {
         /// [`Wanted::layers_may_be_absent`]): the snapshot is what pods start from.
         absent_layers: usize,
     },
+    /// The remote snapshotter the image is judged in did not answer whether it holds
+    /// the snapshot: nothing can be judged there, and no sandbox can start from it.
+    RemoteSilent {
+        /// Its socket, as containerd's config names it.
+        address: Option<String>,
+        error: String,
+    },
     /// The check itself could not run.
     Unknown(String),
 }
@@ -89,6 +96,8 @@ pub struct Snapshotter {
     pub key: String,
     /// A proxy plugin (`[proxy_plugins.NAME] type = "snapshot"`): a remote snapshotter.
     pub remote: bool,
+    /// The proxy plugin's socket (`address`), where it is remote.
+    pub address: Option<String>,
     /// Why a healthy image may lack its layer blobs once unpacked, as containerd's config
     /// says (`discard_unpacked_layers = true`, or a remote snapshotter that unpacks
     /// lazily); `None`: every layer must be there. The image is then judged by its
@@ -192,6 +201,11 @@ async fn walk(conn: &Conn, top: Desc, snapshotter: &Snapshotter, arch: &str) -> 
     let complete = absent.is_empty();
     let layers_optional = snapshotter.layers_may_be_absent.is_some();
     match snapshot_exists(conn, &snapshotter.name, &chain).await {
+        // containerd answered the content calls: the error is its remote snapshotter's
+        Err(e) if snapshotter.remote => ImageState::RemoteSilent {
+            address: snapshotter.address.clone(),
+            error: e.to_string(),
+        },
         Err(e) => ImageState::Unknown(e.to_string()),
         Ok(true) if complete || layers_optional => ImageState::Usable {
             digest: manifest_desc.digest,

@@ -73,6 +73,9 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
             let f = said(f, img).evidence(from).remedy(FIX);
             (f, true)
         }
+        ImageState::RemoteSilent { address, error } => {
+            (remote_silent(img, &what, address.as_deref(), error), false)
+        }
         // The check itself failed: no remedy is guessed.
         ImageState::Unknown(e) => {
             let summary = format!("cannot check sandbox image {what}");
@@ -84,6 +87,24 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
             )
         }
     }
+}
+
+/// The remote snapshotter did not answer. A FAIL, not a skip: CRI starts every pod
+/// sandbox from this snapshotter, so until it answers no pod can start, whatever the
+/// image; restoring or pulling the image cannot help, so no remedy is asked.
+fn remote_silent(img: &ImageFacts, what: &str, address: Option<&str>, error: &str) -> Finding {
+    let name = &img.snapshotter;
+    let summary =
+        format!("cannot judge sandbox image {what}: the remote snapshotter {name} does not answer");
+    let at = address.map_or_else(
+        || format!("[proxy_plugins.{name}] names no address"),
+        |a| format!("its socket: {a} ([proxy_plugins.{name}] address)"),
+    );
+    let f = Finding::fail(ID, summary).evidence(error.to_string()).evidence(at.clone());
+    said(f, img).remedy(format!(
+        "start the remote snapshotter ({at}); containerd starts no pod sandbox from {name} \
+         until it answers"
+    ))
 }
 
 /// `f` with the line saying which key chose the snapshotter judged, where one is known.
@@ -232,6 +253,14 @@ mod tests {
         let (f, restore) = evaluate(Some(&img));
         assert_eq!((f.status, restore), (Status::Fail, true));
         assert!(f.summary.contains("not unpacked for the remote stargz snapshotter"), "{f:?}");
+        img.state = ImageState::RemoteSilent {
+            address: Some("/run/stargz.sock".into()),
+            error: "Snapshots.Stat: Unavailable".into(),
+        };
+        let (f, restore) = evaluate(Some(&img));
+        assert_eq!((f.status, restore), (Status::Fail, false));
+        assert!(f.summary.contains("remote snapshotter stargz does not answer"), "{f:?}");
+        assert!(f.evidence.iter().any(|e| e.contains("/run/stargz.sock")), "{f:?}");
     }
 
     #[test]
