@@ -20,7 +20,8 @@ pub enum ImageState {
     Incomplete {
         missing: Vec<String>,
     },
-    /// Content present, but the snapshot of its chain ID does not exist.
+    /// Content present (every layer, but in a remote snapshotter, which fetches its
+    /// own), but the snapshot of its chain ID does not exist.
     NotUnpacked {
         chain_id: String,
     },

@@ -63,6 +63,9 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
             }
             (f, true)
         }
+        ImageState::NotUnpacked { chain_id } if !img.remote => {
+            (first_sandbox_unpacks(img, &what, chain_id), false)
+        }
         ImageState::NotUnpacked { chain_id } => {
             let remote = if img.remote { "remote " } else { "" };
             let summary = format!(
@@ -87,6 +90,20 @@ pub fn evaluate(img: Option<&ImageFacts>) -> (Finding, bool) {
             )
         }
     }
+}
+
+/// Complete (every layer there), but not unpacked for the snapshotter the sandbox starts
+/// from: CRI unpacks it from the layers when it starts a pod sandbox (`WithNewSnapshot`,
+/// containerd 1.6 to 2.x), so the node is usable; the first sandbox waits for the unpack.
+/// Nothing is pulled: containerd mends this itself.
+fn first_sandbox_unpacks(img: &ImageFacts, what: &str, chain_id: &str) -> Finding {
+    let summary = format!(
+        "sandbox image {what} is not unpacked for the {} snapshotter; its layers are \
+         there, and CRI unpacks it when it starts the first pod sandbox",
+        img.snapshotter
+    );
+    let f = Finding::warn(ID, summary).evidence(format!("no snapshot {chain_id}"));
+    said(f, img).evidence(format!("named by {}", img.source))
 }
 
 /// The remote snapshotter did not answer. A FAIL, not a skip: CRI starts every pod
@@ -253,6 +270,12 @@ mod tests {
         let (f, restore) = evaluate(Some(&img));
         assert_eq!((f.status, restore), (Status::Fail, true));
         assert!(f.summary.contains("not unpacked for the remote stargz snapshotter"), "{f:?}");
+        // a local snapshotter's missing snapshot, the layers there: the first sandbox
+        // unpacks it, nothing is restored
+        img.remote = false;
+        let (f, restore) = evaluate(Some(&img));
+        assert_eq!((f.status, restore), (Status::Warn, false));
+        assert!(f.summary.contains("the first pod sandbox"), "{f:?}");
         img.state = ImageState::RemoteSilent {
             address: Some("/run/stargz.sock".into()),
             error: "Snapshots.Stat: Unavailable".into(),

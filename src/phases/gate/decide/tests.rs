@@ -166,19 +166,15 @@ fn table() {
             },
         ),
         (
-            "not unpacked",
+            "not unpacked, its layers there: the first sandbox unpacks it",
             |o| {
                 *image(o) = ImageState::NotUnpacked {
                     chain_id: "sha256:c".into(),
                 }
             },
             "runtime.sandbox-image",
-            Status::Fail,
-            Plan {
-                restart: None,
-                restore_image: true,
-                ..Plan::default()
-            },
+            Status::Warn,
+            Plan::default(),
         ),
         (
             "cannot check image: no remedy guessed",
