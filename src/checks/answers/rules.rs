@@ -10,7 +10,8 @@ use crate::report::{Finding, Id};
 pub struct Knobs {
     /// `[hold] require_network`: NetworkReady=false fails instead of warning.
     pub require_network: bool,
-    /// The CRI snapshotter: its plugin failing makes the node unusable.
+    /// The snapshotter pod sandboxes start from, as the containerd of the last look's
+    /// version reads its config: its plugin failing makes the node unusable.
     pub snapshotter: String,
     /// Who restarts a silent containerd in this run, for the fix line.
     pub silent: SilentFix,

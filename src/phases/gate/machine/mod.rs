@@ -187,6 +187,9 @@ impl<'a, W: World> Machine<'a, W> {
         }
         crate::notify::status("checking containerd");
         let obs = self.w.observe(self.wait(), self.mode.scope).await;
+        // the snapshotter sandboxes start from depends on the version that just answered
+        // (1.6 ignores a runtime's own): its plugin is required only then
+        self.knobs.snapshotter = self.w.snapshotter();
         Step::Decide(Box::new(obs))
     }
 
