@@ -11,7 +11,7 @@ use testkit as support;
 
 use support::cri::pull_image;
 use support::node::{Node, TOOLS};
-use support::runtime::{block_on, sha256, Registry};
+use support::runtime::{block_on, run_pod_sandbox, sha256, Registry};
 use support::snapshot_proxy::SnapshotProxy;
 use support::workload::{ctr_k8s, ctr_k8s_ok};
 use support::{Containerd, CriConfig, Guard, TempRoot};
@@ -26,7 +26,8 @@ const BACKING: &str = "native";
 fn backing_keys(backing: &Containerd, chain: &str) -> Vec<String> {
     let args = ["snapshots", "--snapshotter", BACKING, "ls"];
     let listed = ctr_k8s_ok(&backing.socket, &args);
-    let keys = listed.lines().filter_map(|l| l.split_whitespace().next());
+    let rows = listed.lines().skip(1); // the header
+    let keys = rows.filter_map(|l| l.split_whitespace().next());
     keys.filter(|k| k.ends_with(chain))
         .map(String::from)
         .collect()
@@ -94,6 +95,9 @@ fn a_remote_snapshotter_is_named_and_judged_by_its_snapshot_alone() {
                 &proxy_socket.display().to_string(),
             ],
         );
+    // why a FAIL and not "could not judge": no pod sandbox starts without it
+    let started = run_pod_sandbox(&n.t.socket());
+    assert!(started.is_err(), "a sandbox started: {started:?}");
     assert_eq!(n.ctrd.restarts(), 0);
 }
 
