@@ -175,4 +175,26 @@ mod tests {
             .get("io.containerd.cri.v1.images")
             .is_none());
     }
+
+    /// A remote snapshotter is CRI's snapshotter and a proxy plugin at its socket, beside
+    /// another image setting in the same table (one table, valid TOML).
+    #[test]
+    fn a_remote_snapshotter_is_cris_and_a_proxy_plugin() {
+        let socket = std::path::Path::new("/run/lazy.sock");
+        let cri = CriConfig::new()
+            .discard_unpacked_layers(true)
+            .remote_snapshotter("lazy", socket);
+        for version in [2, 3] {
+            let text: toml::Table = cri.render(version).parse().expect("valid TOML");
+            let images = match version {
+                3 => &text["plugins"]["io.containerd.cri.v1.images"],
+                _ => &text["plugins"]["io.containerd.grpc.v1.cri"]["containerd"],
+            };
+            assert_eq!(images["snapshotter"].as_str(), Some("lazy"), "{version}");
+            assert_eq!(images["discard_unpacked_layers"].as_bool(), Some(true));
+            let proxy = &text["proxy_plugins"]["lazy"];
+            assert_eq!(proxy["type"].as_str(), Some("snapshot"));
+            assert_eq!(proxy["address"].as_str(), Some("/run/lazy.sock"));
+        }
+    }
 }
