@@ -14,7 +14,7 @@ use support::node::{Node, TOOLS};
 use support::runtime::{block_on, run_pod_sandbox, sha256, Registry};
 use support::snapshot_proxy::SnapshotProxy;
 use support::workload::{ctr_k8s, ctr_k8s_ok};
-use support::{Containerd, CriConfig, Guard, TempRoot};
+use support::{root_or_skip, Containerd, CriConfig, Guard, TempRoot};
 
 /// The proxy plugin's name in the node's containerd config.
 const REMOTE: &str = "lazy";
@@ -35,7 +35,7 @@ fn backing_keys(backing: &Containerd, chain: &str) -> Vec<String> {
 
 #[test]
 fn a_remote_snapshotter_is_named_and_judged_by_its_snapshot_alone() {
-    let Some(_root) = root_or_skip_with_registry() else {
+    let Some(_root) = root_or_skip(&[TOOLS, &["docker-registry"]].concat()) else {
         return;
     };
     let reg = Registry::start();
@@ -99,8 +99,4 @@ fn a_remote_snapshotter_is_named_and_judged_by_its_snapshot_alone() {
     let started = run_pod_sandbox(&n.t.socket());
     assert!(started.is_err(), "a sandbox started: {started:?}");
     assert_eq!(n.ctrd.restarts(), 0);
-}
-
-fn root_or_skip_with_registry() -> Option<support::Root> {
-    support::root_or_skip(&[TOOLS, &["docker-registry"]].concat())
 }
