@@ -3,6 +3,15 @@
 
 use crate::host::Host;
 
+/// `--color`: when the table is coloured by status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Color {
+    /// On a terminal, unless `NO_COLOR` is set.
+    Auto,
+    Always,
+    Never,
+}
+
 /// `--timeout`: a duration from 1 ms to the longest the config accepts.
 pub fn duration(text: &str) -> Result<std::time::Duration, String> {
     use crate::config::units::{parse_duration, MAX_DURATION};

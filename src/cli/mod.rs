@@ -52,9 +52,19 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// More log output (repeat for more).
+    /// More log output: -v adds the reasons (each look and decision), -vv the span
+    /// timings.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+
+    /// Show every line in full: on a terminal the table is otherwise trimmed to its width.
+    #[arg(short = 'l', long, global = true)]
+    pub full: bool,
+
+    /// Colour the table by status: on a terminal only (auto; NO_COLOR turns it off),
+    /// always, or never.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    pub color: args::Color,
 
     /// Read the whole host (/proc, /sys, /dev, /run, /etc) from this root instead of /:
     /// a fixture tree copied from a real machine, for tests. (`lint --root` is the image.)
