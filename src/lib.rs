@@ -20,7 +20,7 @@
 //! - [`command`] names the guard's commands once, for everything that writes one;
 //!   [`exit`] defines their exit codes once.
 //!
-//! Imports go down only, in the order of [`LAYERS`] (utilities, `host`, `config`,
+//! Imports go down only, in the order of [`LAYERS`] (utilities, `progress`, `host`, `config`,
 //! `containerd`, `report`, `state`, `metrics`/`journal`, `checks`, `lint`, `remedies`, `context`,
 //! `phases`, `cli`): a module never imports from its own layer or one above, so there is
 //! no import loop. A unit test below reads every source file and fails on one that does.
@@ -41,6 +41,7 @@ pub mod containerd;
 pub mod context;
 pub mod exit;
 pub mod host;
+pub mod human;
 pub mod journal;
 #[cfg(feature = "grpc")]
 pub mod lint;
@@ -48,6 +49,7 @@ pub mod metrics;
 pub mod notify;
 #[cfg(feature = "grpc")]
 pub mod phases;
+pub mod progress;
 #[cfg(feature = "grpc")]
 pub mod remedies;
 pub mod report;
@@ -59,7 +61,10 @@ pub mod timing;
 /// itself), so no import loop can form. `layering` (below) reads every source file and
 /// fails on an import that reaches up or sideways.
 pub const LAYERS: &[&[&str]] = &[
-    &["backoff", "timing", "notify", "signals", "command", "exit"],
+    &[
+        "backoff", "timing", "notify", "signals", "command", "exit", "human",
+    ],
+    &["progress"],
     &["host"],
     &["config"],
     &["containerd"],

@@ -36,6 +36,7 @@ use crate::containerd::config::ContainerdConfig;
 use crate::context::Context;
 use crate::host::blockdev::Lookup;
 use crate::host::Host;
+use crate::progress::Progress;
 use crate::report::{Finding, Id, Report, Status};
 use crate::state::{StateDir, StateError};
 use std::path::{Path, PathBuf};
@@ -269,7 +270,7 @@ fn wait_for_volume(
 ) -> VolumeFacts {
     let started = deadline.checked_sub(plan.wait).unwrap_or_else(Instant::now);
     let mut interval = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
-    let mut last_log: Option<Instant> = None;
+    let mut progress = Progress::default();
     loop {
         let facts = look();
         let now = Instant::now();
@@ -283,14 +284,10 @@ fn wait_for_volume(
             return facts;
         }
         let left = deadline - now;
-        if last_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
-            let secs = left.as_secs_f64().ceil();
-            tracing::info!("waiting up to {secs}s for {what}");
-            crate::notify::status(&format!("waiting for {what} ({secs}s left)"));
-            crate::notify::extend_timeout(left + Duration::from_secs(10));
-            last_log = Some(now);
-        }
-        std::thread::sleep(interval.next().min(left));
+        progress.waiting(&format!("waiting for {what}"), left);
+        progress.tick();
+        crate::notify::extend_timeout(left + Duration::from_secs(10));
+        std::thread::sleep(progress.quiet_for(interval.next().min(left)));
     }
 }
 

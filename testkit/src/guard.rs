@@ -125,6 +125,16 @@ impl Guard {
         cmd.env("PATH", super::containerd::path_with_containerd_dir(chosen));
     }
 
+    /// The command `guard <global args> <extra>` as the other runs start it (the test's
+    /// variables, the selected containerd's PATH, no `NOTIFY_SOCKET`), for a test that
+    /// reads its output its own way ([`crate::timeline`]).
+    pub fn command_with(&self, extra: &[&str]) -> Command {
+        let mut cmd = self.command();
+        cmd.args(&self.args).args(extra).env_remove("NOTIFY_SOCKET");
+        self.apply_env(&mut cmd);
+        cmd
+    }
+
     /// Runs `guard <global args> <extra>`, bounded by [`GUARD_DEADLINE`].
     #[track_caller]
     pub fn run(&self, extra: &[&str]) -> Outcome {

@@ -66,6 +66,7 @@ pub mod skip;
 pub mod snapshot_proxy;
 pub mod suite;
 pub mod temproot;
+pub mod timeline;
 pub mod workload;
 
 pub use containerd::{

@@ -43,8 +43,11 @@ impl<W: World> Machine<'_, W> {
                 tried.push(format!("{item}: not there"));
                 continue;
             }
-            crate::notify::status(&format!("importing {wanted} from {item}"));
-            match self.w.import(&a).await {
+            let importing = format!("importing {wanted} from {item}");
+            crate::notify::status(&importing);
+            self.progress
+                .waiting(&importing, self.s.sandbox.pull_timeout);
+            match self.progress.during(self.w.import(&a)).await {
                 Import::Imported(text) => {
                     self.record(&item, Action::Import, Outcome::Ok, &text);
                     tried.push(text);
@@ -86,11 +89,11 @@ impl<W: World> Machine<'_, W> {
         self.pulls += 1;
         let (attempt, attempts) = (self.pulls, self.pull_attempts());
         let reference = self.w.image_reference();
-        crate::notify::status(&format!(
-            "pulling {reference} through CRI, attempt {attempt} of {attempts}"
-        ));
+        let pulling = format!("pulling {reference} through CRI, attempt {attempt} of {attempts}");
+        crate::notify::status(&pulling);
         crate::notify::extend_timeout(self.s.sandbox.pull_timeout + Duration::from_secs(30));
-        match self.w.pull().await {
+        self.progress.waiting(&pulling, self.s.sandbox.pull_timeout);
+        match self.progress.during(self.w.pull()).await {
             Ok(text) => {
                 self.record(&reference, Action::Pull, Outcome::Ok, &text);
                 self.set(Finding::pass(Id::RemedyPull, text));

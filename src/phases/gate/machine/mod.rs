@@ -23,6 +23,7 @@ use crate::checks::{Family, Judging};
 use crate::command::Command;
 use crate::config::units::format_duration;
 use crate::config::Settings;
+use crate::progress::Progress;
 use crate::report::{Finding, Id};
 use crate::state::ledger::{State, Terminal};
 use crate::state::LedgerFile;
@@ -75,6 +76,10 @@ struct Machine<'a, W: World> {
     pull_errors: Vec<String>,
     poll: Backoff,
     pull_pause: Backoff,
+    /// Says what each wait waits for (every await below runs through it).
+    progress: Progress,
+    /// A holding run has begun to hold: its looks belong to the hold's wait.
+    holding: bool,
 }
 
 /// The plan without the remedies of families the run does not cover: no restart for a
@@ -149,6 +154,8 @@ impl<'a, W: World> Machine<'a, W> {
             pull_errors: Vec::new(),
             poll: Backoff::new(Duration::from_millis(200), Duration::from_secs(5)),
             pull_pause: Backoff::new(Duration::from_secs(1), Duration::from_secs(10)),
+            progress: Progress::default(),
+            holding: false,
         }
     }
 
@@ -186,7 +193,12 @@ impl<'a, W: World> Machine<'a, W> {
             }
         }
         crate::notify::status("checking containerd");
-        let obs = self.w.observe(self.wait(), self.mode.scope).await;
+        let (wait, scope) = (self.wait(), self.mode.scope);
+        if !self.holding {
+            self.progress
+                .waiting("waiting for containerd to answer", wait);
+        }
+        let obs = self.progress.during(self.w.observe(wait, scope)).await;
         // the snapshotter sandboxes start from depends on the version that just answered
         // (1.6 ignores a runtime's own): its plugin is required only then
         self.knobs.snapshotter = self.w.snapshotter();
@@ -288,13 +300,15 @@ impl<'a, W: World> Machine<'a, W> {
         let bound = self.s.canary.timeout + 2 * crate::checks::canary::facts::CLEANUP;
         crate::notify::status("creating a canary pod sandbox");
         crate::notify::extend_timeout(bound + Duration::from_secs(30));
+        self.progress
+            .waiting("creating a canary pod sandbox", bound);
         // Only a repairing run removes what another guard left; a dry run makes nothing.
         let run = match (self.mode.dry_run, self.mode.acts()) {
             (true, _) => CanaryRun::DryRun,
             (false, true) => CanaryRun::Repair,
             (false, false) => CanaryRun::ReadOnly,
         };
-        match self.w.canary(run).await {
+        match self.progress.during(self.w.canary(run)).await {
             Some(facts) => {
                 let run = Judging {
                     knobs: &self.knobs,
@@ -341,7 +355,10 @@ impl<'a, W: World> Machine<'a, W> {
             left.as_secs()
         ));
         crate::notify::extend_timeout(pause + Duration::from_secs(30));
-        self.w.sleep(pause).await;
+        self.holding = true;
+        let holding = format!("holding kubelet: {}", self.failure);
+        self.progress.waiting(&holding, left);
+        self.progress.during(self.w.sleep(pause)).await;
         Step::Observe
     }
 

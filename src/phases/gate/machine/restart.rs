@@ -100,7 +100,11 @@ impl<W: World> Machine<'_, W> {
             crate::notify::extend_timeout(left + Duration::from_secs(30));
             tracing::info!("{msg}");
             self.unlock();
-            self.w.sleep(left).await;
+            self.holding = true;
+            let hold_left = self.left();
+            let holding = format!("holding kubelet: {}", self.failure);
+            self.progress.waiting(&holding, hold_left);
+            self.progress.during(self.w.sleep(left)).await;
             return Step::Observe;
         }
         self.set(
@@ -150,7 +154,10 @@ impl<W: World> Machine<'_, W> {
             );
             return Step::Finish(End::Unusable);
         }
-        let outcome = self.w.restart().await;
+        let restarting = format!("restarting containerd ({why}), attempt {attempt} of {budget}");
+        self.progress
+            .waiting(&restarting, self.s.containerd.restart_timeout);
+        let outcome = self.progress.during(self.w.restart()).await;
         self.note_restart_outcome(why, attempt, outcome, old_pid, tie);
         Step::Observe
     }

@@ -389,9 +389,8 @@ const REPAIR: Mode = Mode {
 };
 
 fn go(w: &mut Fake, s: &Settings, mode: Mode) -> (Vec<Finding>, End) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let mut rt = tokio::runtime::Builder::new_current_thread();
+    let rt = rt.enable_time().build().unwrap(); // (time: the progress reporter's timer)
     let gate = rt.block_on(run(w, s, mode, crate::command::Command::Runtime));
     assert!(!w.locked, "the repair lock outlived the run");
     assert_eq!(w.slept_locked, 0, "slept while holding the repair lock");

@@ -1,0 +1,127 @@
+//! Never silent: every wait the guard makes (containerd's socket, the volume's mount, the
+//! hold, a pull, a restart, the canary) says what it waits for and how long is left, on
+//! stderr (the journal under systemd) and in systemd's status line. One reporter for
+//! every wait, so none can forget to speak.
+//!
+//! The first line comes once a wait has lasted [`FIRST`] (a look that answers at once
+//! stays quiet), then one every [`EVERY`] until the wait ends. A wait given the same
+//! words again continues (a hold's looks and pauses are one wait); new words are a new
+//! wait, said anew.
+
+use crate::human;
+use std::time::{Duration, Instant};
+
+/// How long a wait may stay silent: a person at a terminal wonders after about a second.
+pub const FIRST: Duration = Duration::from_secs(1);
+/// How often a wait says it still waits.
+pub const EVERY: Duration = Duration::from_secs(5);
+
+/// The reporter: the wait in progress, if any.
+#[derive(Debug, Default)]
+pub struct Progress {
+    wait: Option<Wait>,
+}
+
+#[derive(Debug)]
+struct Wait {
+    what: String,
+    deadline: Instant,
+    started: Instant,
+    said: Option<Instant>,
+}
+
+impl Progress {
+    /// From now on the guard waits for `what` (a phrase: "waiting for ...", "pulling ...")
+    /// at most `left`. The same words as the wait in progress continue it.
+    pub fn waiting(&mut self, what: &str, left: Duration) {
+        let now = Instant::now();
+        match &mut self.wait {
+            Some(w) if w.what == what => w.deadline = now + left,
+            _ => {
+                self.wait = Some(Wait {
+                    what: what.to_string(),
+                    deadline: now + left,
+                    started: now,
+                    said: None,
+                })
+            }
+        }
+    }
+
+    /// When the next line is due (none without a wait).
+    fn due(&self) -> Option<Instant> {
+        let w = self.wait.as_ref()?;
+        Some(match w.said {
+            None => w.started + FIRST,
+            Some(said) => said + EVERY,
+        })
+    }
+
+    /// How long a polling loop may sleep without missing a line, at most `max`.
+    pub fn quiet_for(&self, max: Duration) -> Duration {
+        self.due()
+            .map(|due| due.saturating_duration_since(Instant::now()))
+            .map_or(max, |until| until.min(max))
+    }
+
+    /// Says the wait's line if it is due (polling loops call this between looks).
+    pub fn tick(&mut self) {
+        let now = Instant::now();
+        if self.due().is_none_or(|due| due > now) {
+            return;
+        }
+        let Some(w) = self.wait.as_mut() else {
+            return;
+        };
+        let left = human::duration(w.deadline.saturating_duration_since(now));
+        let line = format!("{} ({left} left)", w.what);
+        tracing::info!("{line}");
+        crate::notify::status(&line);
+        w.said = Some(now);
+    }
+
+    /// Runs `work` (a future that waits), saying the wait's line whenever it is due.
+    #[cfg(feature = "grpc")]
+    pub async fn during<F: std::future::Future>(&mut self, work: F) -> F::Output {
+        use std::future::Future as _;
+        use std::task::Poll;
+        let mut work = std::pin::pin!(work);
+        let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+        std::future::poll_fn(|cx| loop {
+            if let Poll::Ready(out) = work.as_mut().poll(cx) {
+                return Poll::Ready(out);
+            }
+            let Some(due) = self.due() else {
+                return Poll::Pending;
+            };
+            timer.as_mut().reset(due.into());
+            if timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.tick();
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_words_continue_a_wait_and_new_words_start_one() {
+        let mut p = Progress::default();
+        assert_eq!(p.quiet_for(EVERY), EVERY, "no wait, nothing due");
+        p.waiting("holding kubelet: runtime.answers", Duration::from_secs(60));
+        let first = p.due().unwrap();
+        p.waiting("holding kubelet: runtime.answers", Duration::from_secs(59));
+        assert_eq!(
+            p.due(),
+            Some(first),
+            "the hold's next look continues the hold"
+        );
+        assert!(p.quiet_for(EVERY) <= FIRST);
+        p.waiting("pulling pause:3.9", Duration::from_secs(30));
+        assert!(p.due().unwrap() >= first, "a new wait waits its own FIRST");
+    }
+}

@@ -1,0 +1,157 @@
+//! Never silent: every wait says what it waits for within 2 s of starting to wait, then
+//! at least every 5 s, with how long is left (src/progress.rs). Each wait here is real: a
+//! missing socket, a socket nobody answers on, an unmounted volume, a held check on a real
+//! containerd, a pull from a registry that accepts and never answers. The lines are read
+//! from the guard's stderr pipe as they arrive. Root only.
+
+use std::path::Path;
+use std::time::Duration;
+use testkit::node::{Node, TOOLS};
+use testkit::timeline::{stderr_timeline, Timeline};
+use testkit::{root_or_skip, Guard, TempRoot};
+
+/// Each wait lasts this long: long enough for a first line and a repeat.
+const WAIT: &str = "7s";
+/// A run ends well within this, or the test fails naming it.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// The first line, counted from the guard's start.
+const FIRST_LINE: Duration = Duration::from_secs(2);
+/// Between two lines: 5 s, and slack for a loaded machine's scheduling.
+const EVERY: Duration = Duration::from_millis(5_750);
+
+/// `42s`, `2m 14s`, `350ms` as seconds.
+fn seconds(human: &str) -> f64 {
+    human
+        .split_whitespace()
+        .map(|part| {
+            let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+            let n: f64 = digits
+                .parse()
+                .unwrap_or_else(|_| panic!("no number in {human:?}"));
+            match &part[digits.len()..] {
+                "ms" => n / 1000.0,
+                "s" => n,
+                "m" => n * 60.0,
+                "h" => n * 3600.0,
+                unit => panic!("unknown unit {unit:?} in {human:?}"),
+            }
+        })
+        .sum()
+}
+
+/// The time left a progress line names: `... (2m 14s left)`.
+fn left_in(line: &str) -> f64 {
+    let (_, tail) = line.rsplit_once('(').expect("a '(... left)'");
+    seconds(
+        tail.strip_suffix(" left)")
+            .unwrap_or_else(|| panic!("no 'left' in {line:?}")),
+    )
+}
+
+/// The lines saying `what`: the first within [`FIRST_LINE`] of the start, each next within
+/// [`EVERY`] of the one before, at least two, the time left shrinking.
+fn says_every_few_seconds(t: &Timeline, what: &str) {
+    let lines: Vec<_> = t
+        .saying(what)
+        .into_iter()
+        .filter(|(_, l)| l.ends_with(" left)"))
+        .collect();
+    let context = || format!("lines saying {what:?}:\n{}", t.dump());
+    assert!(lines.len() >= 2, "a first line and a repeat: {}", context());
+    assert!(lines[0].0 <= FIRST_LINE, "first line late: {}", context());
+    for pair in lines.windows(2) {
+        let ((was, before), (now, after)) = (pair[0], pair[1]);
+        assert!(now - was <= EVERY, "a gap over 5 s: {}", context());
+        assert!(
+            left_in(after) < left_in(before),
+            "left must shrink: {}",
+            context()
+        );
+    }
+}
+
+fn run_all(runs: Vec<(Guard, Vec<&'static str>)>) -> Vec<Timeline> {
+    let threads: Vec<_> = runs
+        .into_iter()
+        .map(|(guard, args)| std::thread::spawn(move || stderr_timeline(&guard, &args, DEADLINE)))
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// No containerd: its socket missing (`verify --repair --dry-run`), a socket nobody
+/// listens on (`hygiene --dry-run`); no volume: containerd's root unmounted (`volume`).
+#[test]
+fn waits_without_containerd_or_volume_say_so_every_few_seconds() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let missing = TempRoot::new();
+    missing.write_containerd_config_with(None);
+    let verify = missing.write_guard_config_with(|c| c.containerd_wait(WAIT));
+    let dead = TempRoot::new();
+    dead.write_containerd_config_with(None);
+    let hygiene = dead.write_guard_config_with(|c| c.containerd_wait(WAIT));
+    // A socket file whose listener is gone: connecting is refused, as after a crash.
+    drop(std::os::unix::net::UnixListener::bind(dead.socket()).unwrap());
+    let unmounted = TempRoot::new();
+    std::fs::create_dir_all(unmounted.volume_path()).unwrap();
+    let volume = unmounted.write_guard_config_with(|c| c.volume_wait(WAIT));
+    let runs = run_all(vec![
+        (
+            Guard::with_config(&verify),
+            vec!["verify", "--repair", "--dry-run"],
+        ),
+        (Guard::with_config(&hygiene), vec!["hygiene", "--dry-run"]),
+        (Guard::with_config(&volume), vec!["--json", "volume"]),
+    ]);
+    says_every_few_seconds(&runs[0], "waiting for containerd to answer");
+    says_every_few_seconds(&runs[1], "waiting for containerd to answer");
+    let at = unmounted.volume_path();
+    says_every_few_seconds(
+        &runs[2],
+        &format!("waiting for a mount at {}", at.display()),
+    );
+    for run in &runs {
+        assert_ne!(run.code, 0, "nothing was there to wait for: {}", run.dump());
+    }
+}
+
+/// A real containerd without the sandbox image: `guard runtime` holds kubelet for it
+/// (pulls off), and, with its own state directory, another pulls it from a registry that
+/// accepts and never answers.
+#[test]
+fn a_hold_and_a_hung_pull_say_so_every_few_seconds() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let image = format!("127.0.0.1:{port}/guard/pause:silent");
+    let n = Node::with_other_image(&image);
+    let noop = n.ctrd.noop_program();
+    let hold = n.config_with(&noop, |c| c.sandbox_pull(false).hold_timeout(WAIT));
+    let hold = rename(&hold, "hold.toml");
+    let pull_state = n.t.path().join("pull-state");
+    let pull = n.config_with(&noop, |c| {
+        c.state_dir(&pull_state)
+            .sandbox_pull_attempts(1)
+            .sandbox_pull_timeout(WAIT)
+            .hold_timeout(WAIT)
+    });
+    let runs = run_all(vec![
+        (Guard::with_config(&hold), vec!["runtime"]),
+        (Guard::with_config(&pull), vec!["runtime"]),
+    ]);
+    says_every_few_seconds(&runs[0], "holding kubelet: runtime.sandbox-image");
+    says_every_few_seconds(&runs[1], &format!("pulling {image}"));
+    assert_eq!(runs[0].code, 1, "{}", runs[0].dump());
+    assert_eq!(runs[1].code, 1, "{}", runs[1].dump());
+    assert_eq!(n.ctrd.restarts(), 0, "no wait restarted containerd");
+}
+
+/// `config_with` writes one path: the first config moves aside so both exist.
+fn rename(config: &Path, name: &str) -> std::path::PathBuf {
+    let to = config.with_file_name(name);
+    std::fs::rename(config, &to).unwrap();
+    to
+}
