@@ -214,6 +214,9 @@ fn a_held_boot_fails_when_containerd_ran() {
     Variant::of("never")
         .fact("report.txt", "uptime", "250.1")
         .fails("never", "the boot settled in bounded time");
+    Variant::of("never")
+        .fact("report.txt", "unit.kubelet.service.StatusText", "")
+        .fails("never", "kubelet's status line names the check");
 }
 
 #[test]

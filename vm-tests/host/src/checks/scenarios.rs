@@ -117,6 +117,17 @@ pub fn nothing_left(j: &mut Judge, r: &Report) {
 pub fn never(j: &mut Judge, x: &Ctx) {
     let r = &x.r;
     held(j, r, "unit");
+    // kubelet's pre-start says why it holds kubelet; its STATUS= reaches systemd only
+    // through the drop-in's NotifyAccess=exec (else StatusText stays empty). A kubelet
+    // start caught before its first look has not met the failing check yet.
+    let kst = r.unit(K, "StatusText");
+    j.check(
+        format!("kubelet's status line names the check that holds it: StatusText '{kst}'"),
+        has(
+            &kst,
+            r"runtime\.answers|^(checking containerd|waiting for containerd to answer)",
+        ),
+    );
     let up = r.get("uptime");
     let whole = up.split('.').next().unwrap_or("");
     let settled = whole.parse::<i64>().is_ok_and(|n| n < 200);
