@@ -11,6 +11,7 @@ mod logging;
 mod reset;
 mod runtime;
 mod status;
+mod terminal;
 mod verify;
 mod volume;
 mod writes;
@@ -218,6 +219,7 @@ fn run() -> i32 {
         }
     };
     let npd = matches!(cli.command, Command::Verify { npd: true, .. });
+    terminal::decide(cli.full, cli.color);
     // NPD reads one line on stdout; the guard's own log stays out of its way.
     logging::init_logging(if npd { 0 } else { cli.verbose + 1 });
     if let Command::Lint {
@@ -339,7 +341,7 @@ pub(crate) fn finish(ctx: &Context, mut report: Report) -> Exit {
     if ctx.json {
         println!("{}", report.to_json());
     } else {
-        print!("{}", report.to_table());
+        print!("{}", report.to_table_in(terminal::style()));
     }
     match verdict {
         Verdict::Usable => Exit::Usable,

@@ -3,11 +3,12 @@
 
 mod escape;
 mod id;
+mod table;
 
 pub use escape::escape;
 pub use id::Id;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
+pub use table::Style;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -154,51 +155,31 @@ impl Report {
 
     /// One line per check, worst first; evidence and remedy only where something is wrong.
     pub fn to_table(&self) -> String {
-        self.to_table_as("node is usable as far as checked", "node is NOT usable")
+        self.to_table_in(Style::default())
+    }
+
+    /// The table drawn in `style` (a terminal's width and colours, `--full`).
+    pub fn to_table_in(&self, style: Style) -> String {
+        self.to_table_styled(
+            "node is usable as far as checked",
+            "node is NOT usable",
+            style,
+        )
     }
 
     /// The table, its last line saying `usable` or `unusable` as the verdict.
     pub fn to_table_as(&self, usable: &str, unusable: &str) -> String {
+        self.to_table_styled(usable, unusable, Style::default())
+    }
+
+    fn to_table_styled(&self, usable: &str, unusable: &str, style: Style) -> String {
         let mut sorted: Vec<Finding> = self.findings.iter().map(Finding::escaped).collect();
         sorted.sort_by_key(|f| f.status); // stable: keeps check order within a status
-        let width = sorted
-            .iter()
-            .map(|f| f.id.as_str().len())
-            .max()
-            .unwrap_or(0);
-        let mut out = String::new();
-        for f in &sorted {
-            let _ = writeln!(
-                out,
-                "{:<4}  {:<width$}  {}",
-                f.status.label(),
-                f.id.as_str(),
-                f.summary,
-                width = width
-            );
-            // Evidence wherever something is not plainly fine: a skip that carries evidence
-            // is a dry run's list of actions, or why a check could not run.
-            if f.status != Status::Pass {
-                for e in &f.evidence {
-                    let _ = writeln!(out, "      {:<width$}  seen: {e}", "", width = width);
-                }
-                if !f.remedy.is_empty() {
-                    let _ = writeln!(
-                        out,
-                        "      {:<width$}  fix:  {}",
-                        "",
-                        f.remedy,
-                        width = width
-                    );
-                }
-            }
-        }
         let verdict = match self.verdict() {
-            Verdict::Usable => usable,
-            Verdict::Unusable => unusable,
+            Verdict::Usable => (Status::Pass, usable),
+            Verdict::Unusable => (Status::Fail, unusable),
         };
-        let _ = writeln!(out, "verdict: {verdict}");
-        out
+        table::render(&sorted, verdict, style)
     }
 }
 
