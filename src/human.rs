@@ -34,8 +34,12 @@ pub fn time_ago(unix: u64, now: u64) -> String {
         of_day % 3600 / 60,
         of_day % 60
     );
+    let secs = |n: u64| match n {
+        0 => "0s".to_string(),
+        n => duration(Duration::from_secs(n)),
+    };
     match now.checked_sub(unix) {
-        Some(ago) => format!("{clock} ({} ago)", duration(Duration::from_secs(ago))),
+        Some(ago) => format!("{clock} ({} ago)", secs(ago)),
         None => format!(
             "{clock} ({} ahead of this clock)",
             duration(Duration::from_secs(unix - now))
@@ -69,6 +73,7 @@ mod tests {
         // 2026-12-06 09:41:03 UTC
         let then = 1_796_550_063;
         assert_eq!(time_ago(then, then + 300), "09:41:03 UTC (5m ago)");
+        assert_eq!(time_ago(then, then), "09:41:03 UTC (0s ago)");
         assert_eq!(
             time_ago(then + 7, then),
             "09:41:10 UTC (7s ahead of this clock)"

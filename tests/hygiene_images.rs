@@ -169,11 +169,12 @@ fn h13_repair_pins_a_present_but_unpinned_sandbox_image() {
     );
 }
 
-/// The line of `guard status`'s history for a remedy of `word` (its second column) that
-/// says `said`: `  uptime N s  WORD  ITEM: message`.
+/// The line of `guard status`'s history for a remedy of `word` (the column after its
+/// time) that says `said`: `  09:41:03 UTC (5m ago)  WORD  ITEM: message`.
 fn history_line<'a>(status: &'a str, word: &str, said: &str) -> Option<&'a str> {
     status.lines().find(|l| {
-        let mut f = l.split_whitespace();
-        f.next() == Some("uptime") && f.nth(1) == Some(word) && l.contains(said)
+        let after_time = l.split_once(" ago)  ").map(|(_, rest)| rest);
+        let named = after_time.and_then(|rest| rest.split_whitespace().next());
+        named == Some(word) && l.contains(said)
     })
 }

@@ -144,3 +144,37 @@ fn into_a_pipe_the_table_is_whole_and_plain_unless_colour_is_asked() {
         always.dump()
     );
 }
+
+/// `guard status` says when, as a clock time and how long ago, never an uptime in seconds.
+#[test]
+fn status_says_when_as_a_time_and_how_long_ago() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let t = TempRoot::new();
+    std::fs::create_dir_all(t.volume_path()).unwrap();
+    let cfg = t.write_guard_config_with(|c| c.volume_wait("100ms"));
+    let g = Guard::with_config(&cfg);
+    assert_eq!(
+        g.run(&["volume"]).code,
+        1,
+        "premise: phase 1 fails, unmounted"
+    );
+    let status = g.run(&["status"]);
+    let phase1 = status.stdout.lines().next().unwrap_or_default();
+    let (_, when) = phase1
+        .split_once("FAILED at ")
+        .unwrap_or_else(|| panic!("no time on phase 1's line:\n{}", status.dump()));
+    let clock = when.split(' ').next().unwrap();
+    assert!(
+        clock.len() == 8 && clock.chars().filter(|&c| c == ':').count() == 2,
+        "{}",
+        status.dump()
+    );
+    assert!(
+        when.contains(" UTC (") && when.contains("s ago)"),
+        "{}",
+        status.dump()
+    );
+    assert!(!status.stdout.contains("uptime"), "{}", status.dump());
+}

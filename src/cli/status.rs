@@ -84,16 +84,18 @@ fn print_json(dir: &StateDir, volume: Option<&VolumeRecord>, state: Option<&Stat
 fn print_state(s: &State, budget: u32) {
     match &s.last {
         Some(l) => println!(
-            "last: {} exited {}: {}",
+            "last: {} exited {} at {}: {}",
             l.command,
             l.exit,
+            when(l.unix),
             escape(&l.summary)
         ),
         None => println!("last: (none)"),
     }
     if let Some(t) = &s.terminal {
         println!(
-            "FAIL remedy.budget: TERMINAL: {} (`guard reset` after fixing)",
+            "FAIL remedy.budget: TERMINAL since {}: {} (`guard reset` after fixing)",
+            when(t.unix),
             escape(&t.reason)
         );
     }
@@ -103,8 +105,8 @@ fn print_state(s: &State, budget: u32) {
     println!("restarts this boot: {} of {budget}", s.restarts.len());
     for r in &s.history {
         println!(
-            "  uptime {:>6}s  {:<16} {}: {}",
-            r.uptime_ms / 1000,
+            "  {}  {:<16} {}: {}",
+            when(r.unix),
             r.word(),
             escape(&r.item),
             escape(&r.message)
@@ -118,11 +120,12 @@ fn print_volume(volume: Option<&VolumeRecord>) {
         println!("phase 1 (guard volume): no run recorded this boot");
         return;
     };
+    let at = when(v.unix_time);
     if v.held_by().is_none() {
-        println!("phase 1 (guard volume): volume verified; containerd allowed to start");
+        println!("phase 1 (guard volume): volume verified at {at}; containerd allowed to start");
         return;
     }
-    println!("phase 1 (guard volume): FAILED; containerd is held back");
+    println!("phase 1 (guard volume): FAILED at {at}; containerd is held back");
     for f in v.findings.iter().filter(|f| f.status == Status::Fail) {
         println!("  {}: {}", f.id, escape(&f.summary));
         for e in &f.evidence {
@@ -132,4 +135,9 @@ fn print_volume(volume: Option<&VolumeRecord>) {
             println!("    fix:  {}", f.remedy);
         }
     }
+}
+
+/// A recorded wall-clock time as a person reads it: `09:41:03 UTC (5m ago)`.
+fn when(unix: u64) -> String {
+    crate::human::time_ago(unix, crate::state::unix_now())
 }

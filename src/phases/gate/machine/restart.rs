@@ -2,7 +2,6 @@
 //! proven stale, never over running tasks unless forced, terminal once spent.
 
 use super::{Machine, Step, World};
-use crate::config::units::format_duration;
 use crate::phases::gate::decide::RestartReason;
 use crate::phases::gate::End;
 use crate::remedies::budget::{self, Decision};
@@ -93,7 +92,7 @@ impl<W: World> Machine<'_, W> {
         let msg = format!(
             "restart {attempt} of {} allowed in {} (backoff)",
             self.s.remediation.restart_budget,
-            format_duration(Duration::from_millis(left.as_millis() as u64))
+            crate::human::duration(left)
         );
         if self.mode.hold && left < self.left() {
             crate::notify::status(&format!("holding: {}; {msg}", self.failure));
