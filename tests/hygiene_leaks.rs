@@ -275,7 +275,7 @@ fn h11_without_the_task_bundles_containerd_is_asked_and_the_verdicts_are_the_sam
 
     let out = Guard::with_config(&cfg)
         .arg("--json")
-        .arg("-v")
+        .arg("-vv")
         .run(&["hygiene"]);
     assert!(
         out.stderr.contains("grpc{call=\"Containers.List\"}"),

@@ -178,3 +178,40 @@ fn status_says_when_as_a_time_and_how_long_ago() {
     );
     assert!(!status.stdout.contains("uptime"), "{}", status.dump());
 }
+
+/// `-v` adds the reasons (what each look saw and what it decided), not the span timings;
+/// `-vv` adds those too.
+#[test]
+fn verbose_adds_the_reasons_and_twice_the_span_timings() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let t = TempRoot::new();
+    let cfg = containerd_down(&t);
+    let g = Guard::with_config(&cfg);
+    let plain = g.run(&["verify"]);
+    let v = g.run(&["-v", "verify"]);
+    let vv = g.run(&["-vv", "verify"]);
+    let reason = "looked: runtime.answers: containerd does not answer";
+    assert!(!plain.stderr.contains(reason), "{}", plain.dump());
+    assert!(
+        v.stderr.contains(reason),
+        "-v gives no reason:\n{}",
+        v.dump()
+    );
+    assert!(
+        v.stderr.contains("containerd not answering yet"),
+        "{}",
+        v.dump()
+    );
+    assert!(
+        !v.stderr.contains("time.busy"),
+        "-v is span noise:\n{}",
+        v.dump()
+    );
+    assert!(
+        vv.stderr.contains(reason) && vv.stderr.contains("time.busy"),
+        "{}",
+        vv.dump()
+    );
+}

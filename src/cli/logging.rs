@@ -1,17 +1,19 @@
 //! The guard's own log lines (tracing) on stderr.
 
 /// Logs go to stderr without timestamps or colour: journald adds its own. `level` 0 is
-/// errors only (NPD mode), 1 the default, 2 and more `-v`, `-vv`.
+/// errors only (NPD mode), 1 the default, 2 `-v` (the reasons: each look and what it
+/// decided, each wait's retries), 3 `-vv` (also every span's time as it closes), 4 and
+/// more `-vvv` (trace).
 pub(super) fn init_logging(level: u8) {
     use tracing_subscriber::fmt::format::FmtSpan;
-    let level = match level {
+    let max = match level {
         0 => tracing::Level::ERROR,
         1 => tracing::Level::INFO,
-        2 => tracing::Level::DEBUG,
+        2 | 3 => tracing::Level::DEBUG,
         _ => tracing::Level::TRACE,
     };
     let log = tracing_subscriber::fmt()
-        .with_max_level(level)
+        .with_max_level(max)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_target(false)
@@ -19,9 +21,9 @@ pub(super) fn init_logging(level: u8) {
         // eprintln!, which panics on the closed pipe (an abort in the release build).
         .log_internal_errors(false);
     let _ = match level {
-        // -v: every span's time as it closes (crate::timing), lines stamped with the time
+        // -vv: every span's time as it closes (crate::timing), lines stamped with the time
         // since the guard started (span timings need a timer)
-        tracing::Level::DEBUG | tracing::Level::TRACE => log
+        3.. => log
             .with_span_events(FmtSpan::CLOSE)
             .with_timer(tracing_subscriber::fmt::time::Uptime::default())
             .try_init(),

@@ -94,6 +94,30 @@ impl Plan {
     pub fn has_hygiene(&self) -> bool {
         !self.delete_tasks.is_empty() || !self.reap.is_empty()
     }
+
+    /// What the plan asks for, in words (`-v`: the reasons behind each step).
+    pub fn describe(&self) -> String {
+        let mut asks = Vec::new();
+        if let Some(reason) = self.restart {
+            asks.push(format!("restart containerd ({})", reason.text()));
+        }
+        if self.restore_image {
+            asks.push("restore the sandbox image".to_string());
+        }
+        if self.pin_image {
+            asks.push("pin the sandbox image".to_string());
+        }
+        if !self.delete_tasks.is_empty() {
+            asks.push(format!("delete {} leaked task(s)", self.delete_tasks.len()));
+        }
+        if !self.reap.is_empty() {
+            asks.push(format!("reap {} orphaned cgroup(s)", self.reap.len()));
+        }
+        match asks.is_empty() {
+            true => "no remedy".to_string(),
+            false => asks.join(", "),
+        }
+    }
 }
 
 /// The findings of every family, in report order, and the plan.

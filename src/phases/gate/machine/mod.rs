@@ -244,6 +244,8 @@ impl<'a, W: World> Machine<'a, W> {
             return Step::Finish(End::Terminal);
         }
         let failure = first_failure(&self.checks);
+        let seen = failure.as_deref().unwrap_or("every check passed");
+        tracing::debug!("looked: {seen}; the plan: {}", plan.describe());
         self.failure = failure.clone().unwrap_or_default();
         if let Some(failure) = failure
             .as_deref()
