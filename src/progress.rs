@@ -28,21 +28,29 @@ struct Wait {
     deadline: Instant,
     started: Instant,
     said: Option<Instant>,
+    /// When the work waited on last finished ([`Progress::during`]).
+    ended: Option<Instant>,
 }
 
 impl Progress {
     /// From now on the guard waits for `what` (a phrase: "waiting for ...", "pulling ...")
-    /// at most `left`. The same words as the wait in progress continue it.
+    /// at most `left`. The same words as the wait just before continue it (a hold's
+    /// pause, then its next look); the same words after a pause are a new wait.
     pub fn waiting(&mut self, what: &str, left: Duration) {
         let now = Instant::now();
+        let back_to_back = |w: &Wait| w.ended.is_none_or(|ended| now - ended < FIRST);
         match &mut self.wait {
-            Some(w) if w.what == what => w.deadline = now + left,
+            Some(w) if w.what == what && back_to_back(w) => {
+                w.deadline = now + left;
+                w.ended = None;
+            }
             _ => {
                 self.wait = Some(Wait {
                     what: what.to_string(),
                     deadline: now + left,
                     started: now,
                     said: None,
+                    ended: None,
                 })
             }
         }
@@ -50,7 +58,7 @@ impl Progress {
 
     /// When the next line is due (none without a wait).
     fn due(&self) -> Option<Instant> {
-        let w = self.wait.as_ref()?;
+        let w = self.wait.as_ref().filter(|w| w.ended.is_none())?;
         Some(match w.said {
             None => w.started + FIRST,
             Some(said) => said + EVERY,
@@ -89,6 +97,9 @@ impl Progress {
         let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
         std::future::poll_fn(|cx| loop {
             if let Poll::Ready(out) = work.as_mut().poll(cx) {
+                if let Some(w) = self.wait.as_mut() {
+                    w.ended = Some(Instant::now());
+                }
                 return Poll::Ready(out);
             }
             let Some(due) = self.due() else {
@@ -123,5 +134,24 @@ mod tests {
         assert!(p.quiet_for(EVERY) <= FIRST);
         p.waiting("pulling pause:3.9", Duration::from_secs(30));
         assert!(p.due().unwrap() >= first, "a new wait waits its own FIRST");
+    }
+
+    #[cfg(feature = "grpc")]
+    #[test]
+    fn an_ended_wait_is_quiet_until_its_words_come_back() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build();
+        let mut p = Progress::default();
+        p.waiting("holding kubelet: runtime.answers", Duration::from_secs(60));
+        let first = p.due();
+        rt.unwrap().block_on(p.during(async {}));
+        assert_eq!(p.due(), None, "nothing to say while nothing is awaited");
+        p.waiting("holding kubelet: runtime.answers", Duration::from_secs(59));
+        assert_eq!(
+            p.due(),
+            first,
+            "the next look, back to back, continues the hold"
+        );
     }
 }

@@ -46,7 +46,11 @@ impl<W: World> Machine<'_, W> {
                 Err(busy) => {
                     tracing::debug!("{busy}; waiting");
                     let left = give_up.saturating_sub(self.w.now());
-                    self.w.sleep(pause.next().min(left)).await;
+                    let waiting = "waiting for the repair lock another guard holds";
+                    self.progress.waiting(waiting, left);
+                    self.progress
+                        .during(self.w.sleep(pause.next().min(left)))
+                        .await;
                 }
             }
         }
