@@ -4,8 +4,12 @@
 //! containerd, a pull from a registry that accepts and never answers. The lines are read
 //! from the guard's stderr pipe as they arrive. Root only.
 
-use std::path::Path;
-use std::time::Duration;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use testkit::node::{Node, TOOLS};
 use testkit::timeline::{stderr_timeline, Timeline};
 use testkit::{root_or_skip, Guard, TempRoot};
@@ -118,7 +122,9 @@ fn waits_without_containerd_or_volume_say_so_every_few_seconds() {
 
 /// A real containerd without the sandbox image: `guard runtime` holds kubelet for it
 /// (pulls off), and, with its own state directory, another pulls it from a registry that
-/// accepts and never answers.
+/// accepts and never answers. A third, under a notify socket as systemd gives kubelet's
+/// pre-start, starts a pull longer than its hold: the start time it asks systemd for
+/// (`EXTEND_TIMEOUT_USEC`) never reaches past `[hold] timeout` and its slack.
 #[test]
 fn a_hold_and_a_hung_pull_say_so_every_few_seconds() {
     let Some(_root) = root_or_skip(TOOLS) else {
@@ -138,14 +144,43 @@ fn a_hold_and_a_hung_pull_say_so_every_few_seconds() {
             .sandbox_pull_timeout(WAIT)
             .hold_timeout(WAIT)
     });
+    let pull = rename(&pull, "pull.toml");
+    let extend_state = n.t.path().join("extend-state");
+    let extend = n.config_with(&noop, |c| {
+        c.state_dir(&extend_state)
+            .sandbox_pull_attempts(1)
+            .sandbox_pull_timeout("2s")
+            .hold_timeout("1s")
+    });
+    let systemd = NotifySocket::bind(&n.t.path().join("notify.sock"));
+    let notified = Guard::with_config(&extend).env("NOTIFY_SOCKET", systemd.path());
+    let started = Instant::now();
     let runs = run_all(vec![
         (Guard::with_config(&hold), vec!["runtime"]),
         (Guard::with_config(&pull), vec!["runtime"]),
+        (notified, vec!["runtime"]),
     ]);
+    let asked = systemd.messages();
+    let extensions: Vec<Instant> = asked
+        .iter()
+        .filter_map(|(at, m)| {
+            let usec = m
+                .lines()
+                .find_map(|l| l.strip_prefix("EXTEND_TIMEOUT_USEC="))?;
+            Some(*at + Duration::from_micros(usec.parse().ok()?))
+        })
+        .collect();
+    assert!(!extensions.is_empty(), "no extension asked: {asked:?}");
+    // [hold] timeout, the guard's slack, and a little for the test's own clock
+    let hold_ends = started + Duration::from_millis(1_000 + 30_000 + 500);
+    for until in &extensions {
+        assert!(*until <= hold_ends, "an extension past the hold: {asked:?}");
+    }
     says_every_few_seconds(&runs[0], "holding kubelet: runtime.sandbox-image");
     says_every_few_seconds(&runs[1], &format!("pulling {image}"));
     assert_eq!(runs[0].code, 1, "{}", runs[0].dump());
     assert_eq!(runs[1].code, 1, "{}", runs[1].dump());
+    assert_eq!(runs[2].code, 1, "{}", runs[2].dump());
     assert_eq!(n.ctrd.restarts(), 0, "no wait restarted containerd");
 }
 
@@ -154,4 +189,45 @@ fn rename(config: &Path, name: &str) -> std::path::PathBuf {
     let to = config.with_file_name(name);
     std::fs::rename(config, &to).unwrap();
     to
+}
+
+/// systemd's end of sd_notify: every datagram with the time it arrived, read while the
+/// guard runs (a full queue would block the sender).
+struct NotifySocket {
+    path: PathBuf,
+    done: Arc<AtomicBool>,
+    reader: JoinHandle<Vec<(Instant, String)>>,
+}
+
+impl NotifySocket {
+    fn bind(path: &Path) -> NotifySocket {
+        let socket = UnixDatagram::bind(path).unwrap();
+        // (a short read timeout only lets the reader see `done`)
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = done.clone();
+        let reader = std::thread::spawn(move || {
+            let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(len) = socket.recv(&mut buf) {
+                    got.push((Instant::now(), String::from_utf8_lossy(&buf[..len]).into()));
+                }
+            }
+            got
+        });
+        let path = path.to_path_buf();
+        NotifySocket { path, done, reader }
+    }
+
+    fn path(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+
+    /// Everything received (call once the guards have exited).
+    fn messages(self) -> Vec<(Instant, String)> {
+        self.done.store(true, Ordering::SeqCst);
+        self.reader.join().unwrap()
+    }
 }

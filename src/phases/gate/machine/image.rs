@@ -91,7 +91,7 @@ impl<W: World> Machine<'_, W> {
         let reference = self.w.image_reference();
         let pulling = format!("pulling {reference} through CRI, attempt {attempt} of {attempts}");
         crate::notify::status(&pulling);
-        crate::notify::extend_timeout(self.s.sandbox.pull_timeout + Duration::from_secs(30));
+        self.extend(self.s.sandbox.pull_timeout + super::EXTEND_SLACK);
         self.progress.waiting(&pulling, self.s.sandbox.pull_timeout);
         match self.progress.during(self.w.pull()).await {
             Ok(text) => {

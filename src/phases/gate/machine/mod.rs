@@ -33,6 +33,8 @@ use std::time::Duration;
 const VERIFY_WAIT: Duration = Duration::from_secs(5);
 /// A terminal guard only looks, briefly, to show the checks: exit 4 stays immediate.
 const TERMINAL_WAIT: Duration = Duration::from_secs(1);
+/// systemd's start timeout reaches this far past a step's own bound (its report, exit).
+const EXTEND_SLACK: Duration = Duration::from_secs(30);
 
 enum Step {
     Begin,
@@ -301,7 +303,7 @@ impl<'a, W: World> Machine<'a, W> {
     async fn canary(&mut self) -> Step {
         let bound = self.s.canary.timeout + 2 * crate::checks::canary::facts::CLEANUP;
         crate::notify::status("creating a canary pod sandbox");
-        crate::notify::extend_timeout(bound + Duration::from_secs(30));
+        self.extend(bound + EXTEND_SLACK);
         self.progress
             .waiting("creating a canary pod sandbox", bound);
         // Only a repairing run removes what another guard left; a dry run makes nothing.
@@ -356,7 +358,7 @@ impl<'a, W: World> Machine<'a, W> {
             self.failure,
             left.as_secs()
         ));
-        crate::notify::extend_timeout(pause + Duration::from_secs(30));
+        self.extend(pause + EXTEND_SLACK);
         self.holding = true;
         let holding = format!("holding kubelet: {}", self.failure);
         self.progress.waiting(&holding, left);

@@ -1,7 +1,7 @@
 //! Restarting containerd: within the budget and its backoff, tied to the containerd
 //! proven stale, never over running tasks unless forced, terminal once spent.
 
-use super::{Machine, Step, World};
+use super::{Machine, Step, World, EXTEND_SLACK};
 use crate::phases::gate::decide::RestartReason;
 use crate::phases::gate::End;
 use crate::remedies::budget::{self, Decision};
@@ -14,6 +14,17 @@ impl<W: World> Machine<'_, W> {
     /// The longest one restart may take: its command, then containerd's wait to answer.
     pub(super) fn one_restart(&self) -> Duration {
         self.s.containerd.restart_timeout + self.s.containerd.wait
+    }
+
+    /// Asks systemd for `by` more start time; a holding run never past the hold's end and
+    /// [`EXTEND_SLACK`]: a held kubelet's start ends by `[hold] timeout`, whichever step
+    /// (a restart, a pull, the canary) began last.
+    pub(super) fn extend(&self, by: Duration) {
+        let by = match self.mode.hold {
+            true => by.min(self.left() + EXTEND_SLACK),
+            false => by,
+        };
+        crate::notify::extend_timeout(by);
     }
 
     pub(super) async fn restart(&mut self, reason: RestartReason) -> Step {
@@ -96,7 +107,7 @@ impl<W: World> Machine<'_, W> {
         );
         if self.mode.hold && left < self.left() {
             crate::notify::status(&format!("holding: {}; {msg}", self.failure));
-            crate::notify::extend_timeout(left + Duration::from_secs(30));
+            self.extend(left + EXTEND_SLACK);
             tracing::info!("{msg}");
             self.unlock();
             self.holding = true;
@@ -136,7 +147,7 @@ impl<W: World> Machine<'_, W> {
         crate::notify::status(&format!(
             "restarting containerd ({why}), attempt {attempt} of {budget}"
         ));
-        crate::notify::extend_timeout(self.one_restart());
+        self.extend(self.one_restart());
         // Counted before it runs: a crash mid-restart must not refund the budget. A restart
         // the state file does not remember would not count: without a record, no restart.
         let argv = self.s.containerd.restart.join(" ");
