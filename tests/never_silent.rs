@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use testkit::node::{Node, TOOLS};
 use testkit::timeline::{stderr_timeline, Timeline};
-use testkit::{root_or_skip, Guard, TempRoot};
+use testkit::{root_or_skip, write_executable, Guard, TempRoot};
 
 /// Each wait lasts this long: long enough for a first line and a repeat.
 const WAIT: &str = "7s";
@@ -83,7 +83,8 @@ fn run_all(runs: Vec<(Guard, Vec<&'static str>)>) -> Vec<Timeline> {
 }
 
 /// No containerd: its socket missing (`verify --repair --dry-run`), a socket nobody
-/// listens on (`hygiene --dry-run`); no volume: containerd's root unmounted (`volume`).
+/// listens on (`hygiene --dry-run`), a restart command that takes its whole timeout
+/// (`verify --repair`); no volume: containerd's root unmounted (`volume`).
 #[test]
 fn waits_without_containerd_or_volume_say_so_every_few_seconds() {
     let Some(_root) = root_or_skip(TOOLS) else {
@@ -100,6 +101,15 @@ fn waits_without_containerd_or_volume_say_so_every_few_seconds() {
     let unmounted = TempRoot::new();
     std::fs::create_dir_all(unmounted.volume_path()).unwrap();
     let volume = unmounted.write_guard_config_with(|c| c.volume_wait(WAIT));
+    let slow = TempRoot::new();
+    slow.write_containerd_config_with(None);
+    let restart = slow.path().join("slow-restart");
+    write_executable(&restart, "#!/bin/sh\nexec sleep 30\n");
+    let restarting = slow.write_guard_config_with(|c| {
+        c.containerd_wait("200ms")
+            .containerd_restart(&[restart.to_str().unwrap()])
+            .containerd_restart_timeout(WAIT)
+    });
     let runs = run_all(vec![
         (
             Guard::with_config(&verify),
@@ -107,9 +117,11 @@ fn waits_without_containerd_or_volume_say_so_every_few_seconds() {
         ),
         (Guard::with_config(&hygiene), vec!["hygiene", "--dry-run"]),
         (Guard::with_config(&volume), vec!["--json", "volume"]),
+        (Guard::with_config(&restarting), vec!["verify", "--repair"]),
     ]);
     says_every_few_seconds(&runs[0], "waiting for containerd to answer");
     says_every_few_seconds(&runs[1], "waiting for containerd to answer");
+    says_every_few_seconds(&runs[3], "restarting containerd (");
     let at = unmounted.volume_path();
     says_every_few_seconds(
         &runs[2],
