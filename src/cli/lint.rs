@@ -44,9 +44,10 @@ fn print(report: &Report, json: bool) {
     } else {
         print!(
             "{}",
-            report.to_table_as(
+            report.to_table_as_in(
                 "no failure: nothing found that would let containerd or kubelet start wrong",
                 "the image has a failure: fix it before any node boots it",
+                super::terminal::style(),
             )
         );
     }

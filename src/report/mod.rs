@@ -160,7 +160,7 @@ impl Report {
 
     /// The table drawn in `style` (a terminal's width and colours, `--full`).
     pub fn to_table_in(&self, style: Style) -> String {
-        self.to_table_styled(
+        self.to_table_as_in(
             "node is usable as far as checked",
             "node is NOT usable",
             style,
@@ -169,10 +169,11 @@ impl Report {
 
     /// The table, its last line saying `usable` or `unusable` as the verdict.
     pub fn to_table_as(&self, usable: &str, unusable: &str) -> String {
-        self.to_table_styled(usable, unusable, Style::default())
+        self.to_table_as_in(usable, unusable, Style::default())
     }
 
-    fn to_table_styled(&self, usable: &str, unusable: &str, style: Style) -> String {
+    /// The table in `style`, its last line saying `usable` or `unusable` as the verdict.
+    pub fn to_table_as_in(&self, usable: &str, unusable: &str, style: Style) -> String {
         let mut sorted: Vec<Finding> = self.findings.iter().map(Finding::escaped).collect();
         sorted.sort_by_key(|f| f.status); // stable: keeps check order within a status
         let verdict = match self.verdict() {
