@@ -8,10 +8,29 @@ use crate::report::{Finding, Id};
 use crate::state::ledger::{Action, Outcome};
 use std::time::Duration;
 
+/// How often a run goes through `[sandbox] archives`: once, and once more only when every
+/// import of that round failed (none refused, none done), as when containerd is killed or
+/// restarted under the import (`ctr` cannot dial it). The second round comes after a
+/// later look, which found containerd answering again; a broken archive costs one more
+/// bounded import, never more.
+#[derive(Debug, Default)]
+pub(super) struct ArchiveRounds {
+    taken: u8,
+    all_failed: bool,
+}
+
+impl ArchiveRounds {
+    const MAX: u8 = 2;
+
+    fn another(&self) -> bool {
+        self.taken == 0 || (self.all_failed && self.taken < Self::MAX)
+    }
+}
+
 impl<W: World> Machine<'_, W> {
     pub(super) async fn restore(&mut self) -> Step {
-        if !self.archives_tried {
-            self.archives_tried = true;
+        if self.archives.another() {
+            self.archives.taken += 1;
             if self.import_archives().await {
                 return Step::Observe;
             }
@@ -36,7 +55,7 @@ impl<W: World> Machine<'_, W> {
     async fn import_archives(&mut self) -> bool {
         let wanted = self.w.image_name();
         let mut tried = Vec::new();
-        let mut restored = false;
+        let (mut restored, mut failed, mut refused) = (false, false, false);
         for a in self.s.sandbox.archives.clone() {
             let item = a.display().to_string();
             if !self.w.archive_present(&a) {
@@ -55,16 +74,19 @@ impl<W: World> Machine<'_, W> {
                     break;
                 }
                 Import::Refused(why) => {
+                    refused = true;
                     self.record(&item, Action::Import, Outcome::Refused, &why);
                     tried.push(format!("REFUSED: {why}"));
                 }
                 Import::Failed(why) => {
-                    let failed = format!("failed: {why}");
-                    self.record(&item, Action::Import, Outcome::Failed, &failed);
+                    failed = true;
+                    let line = format!("failed: {why}");
+                    self.record(&item, Action::Import, Outcome::Failed, &line);
                     tried.push(format!("import failed: {why}"));
                 }
             }
         }
+        self.archives.all_failed = failed && !refused && !restored;
         let f = self.restore_finding(restored, &wanted);
         self.set(tried.into_iter().fold(f, Finding::evidence));
         let _ = self.save();

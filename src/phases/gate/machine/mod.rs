@@ -27,6 +27,7 @@ use crate::progress::Progress;
 use crate::report::{Finding, Id};
 use crate::state::ledger::{State, Terminal};
 use crate::state::LedgerFile;
+use image::ArchiveRounds;
 use std::time::Duration;
 
 /// Read-only `guard verify` does not wait long for a silent containerd.
@@ -67,7 +68,7 @@ struct Machine<'a, W: World> {
     locked: bool,
     terminal: Option<Terminal>,
     failure: String,
-    archives_tried: bool,
+    archives: ArchiveRounds,
     /// Leaked tasks and orphans are cleaned up once per run.
     hygiene_done: bool,
     /// The sandbox image is labelled pinned at most once per run.
@@ -148,7 +149,7 @@ impl<'a, W: World> Machine<'a, W> {
             locked: false,
             terminal: None,
             failure: String::new(),
-            archives_tried: false,
+            archives: ArchiveRounds::default(),
             hygiene_done: false,
             pin_tried: false,
             restart_risks: Vec::new(),

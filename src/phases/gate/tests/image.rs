@@ -12,6 +12,34 @@ fn image_missing_is_restored_from_the_archive_without_a_pull() {
     assert_eq!(status(&f, "remedy.restore-image"), Status::Pass);
 }
 
+/// containerd killed under the import (`ctr` cannot dial it): once it answers again, the
+/// archive is tried once more, within the same run; a second failure ends the archives.
+#[test]
+fn an_import_cut_off_by_containerds_death_is_tried_again_once_it_answers() {
+    let dial = || Import::Failed("ctr: failed to dial \"/run/containerd/containerd.sock\"".into());
+    let mut s = settings();
+    s.sandbox.pull = false;
+    let mut w = Fake::new(&[Looks::ImageMissing]);
+    w.first_import = Some(dial());
+    w.archive = Some(Import::Imported("imported pause.tar".into()));
+    let (f, end) = go(&mut w, &s, RUNTIME);
+    assert_eq!(end, End::Usable);
+    assert_eq!((w.imports, w.pulls), (2, 0));
+    assert_eq!(status(&f, "remedy.restore-image"), Status::Pass);
+
+    let mut w = Fake::new(&[Looks::ImageMissing]);
+    w.archive = Some(dial());
+    let (_, end) = go(&mut w, &s, RUNTIME);
+    assert_ne!(end, End::Usable);
+    assert_eq!(w.imports, 2, "two rounds at most");
+
+    // a refused archive is not tried again: its bytes will not change within the run
+    let mut w = Fake::new(&[Looks::ImageMissing]);
+    w.archive = Some(Import::Refused("sha256:x: content does not match".into()));
+    let _ = go(&mut w, &settings(), RUNTIME);
+    assert_eq!(w.imports, 1);
+}
+
 #[test]
 fn refused_archive_falls_back_to_a_pull() {
     let mut w = Fake::new(&[Looks::ImageMissing]);

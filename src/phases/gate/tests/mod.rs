@@ -2,11 +2,12 @@
 //! (the fake clock jumps), so each case runs in milliseconds. Most behaviours are also
 //! proven on a real containerd (`tests/gate_*.rs`, `tests/faults_containerd.rs`,
 //! `tests/hygiene_*.rs`, `tests/promises_repair.rs`: `--force` over running tasks, a restart's dry
-//! run, a live guard holding the lock past the hold, hygiene on a stale containerd). Two
-//! are proven only here: a failing `Tasks.Delete` (a real containerd cannot be made to
-//! fail one for a task it would delete) and restart evidence naming the kill-mode risk
-//! (the test host has no systemd to restart containerd through; `checks::kill_mode`'s
-//! tests read real unit trees, and the vm-tests' k3s scenario checks the warning itself).
+//! run, a live guard holding the lock past the hold, hygiene on a stale containerd; a failing
+//! `Tasks.Delete` through a gRPC proxy, `tests/hygiene_rechecks.rs`). Proven only here:
+//! restart evidence naming the kill-mode risk (the test host has no systemd to restart
+//! containerd through; `checks::kill_mode`'s tests read real unit trees, and the vm-tests'
+//! k3s scenario checks the warning itself), and an import cut off by containerd's death
+//! tried again once it answers (a real one: the chaos boot of seed 14267).
 
 mod canary;
 mod facts;
@@ -33,8 +34,7 @@ use crate::checks::workloads::Workloads;
 use crate::config::Settings;
 use crate::containerd::client::RpcError;
 use crate::containerd::cri::{CriContainer, CriState, PodRef};
-use crate::containerd::tasks::LiveTask;
-use crate::containerd::tasks::{TaskInfo, TaskStatus};
+use crate::containerd::tasks::{LiveTask, TaskInfo, TaskStatus};
 use crate::host::cgroup::ContainerCgroup;
 use crate::host::mountinfo::MountTable;
 use crate::host::proc::ProcInfo;
@@ -75,9 +75,10 @@ struct Fake {
     busy_for: u32,
     locked: bool,
     archive: Option<Import>,
+    /// What the first import gives instead, when set (then `archive`).
+    first_import: Option<Import>,
     pull_ok: bool,
     phase1_held: Option<String>,
-    /// `[orphans] reap`.
     reap: bool,
     /// containerd's unit kills shims by name (`runtime.kill-mode` warns).
     shim_killing_unit: bool,
@@ -124,6 +125,7 @@ impl Fake {
             busy_for: 0,
             locked: false,
             archive: None,
+            first_import: None,
             pull_ok: false,
             phase1_held: None,
             reap: true,
@@ -314,9 +316,8 @@ impl World for Fake {
 
     async fn import(&mut self, _archive: &Path) -> Import {
         self.imports += 1;
-        let result = self
-            .archive
-            .clone()
+        let result = (self.first_import.take())
+            .or(self.archive.clone())
             .expect("import only of a present archive");
         if matches!(result, Import::Imported(_)) {
             self.become_(self.after_restore);
