@@ -70,12 +70,20 @@ fn every_command_ends_quietly_when_its_output_pipe_is_closed() {
         &["hygiene", "--dry-run"],
         &["status"],
         &["config"],
-        &["lint", "--root", &root],
     ];
     for args in commands {
         ends_quietly(&g, args);
         ends_quietly(&g, &[&["--json"], *args].concat());
         ends_quietly_with_stderr_closed_too(&g, args);
+    }
+    // (no --config: a usage error for lint, which reads no configuration of the host)
+    let bare = Guard::bare();
+    for args in [
+        &["lint", "--root", &root][..],
+        &["--json", "lint", "--root", &root],
+    ] {
+        ends_quietly(&bare, args);
+        ends_quietly_with_stderr_closed_too(&bare, args);
     }
     ends_quietly(&g, &["verify", "--npd"]);
     // what goes to stderr alone: a usage error, -v's log lines
@@ -84,7 +92,6 @@ fn every_command_ends_quietly_when_its_output_pipe_is_closed() {
     state_is_whole(&g, &n.state_file());
     // last: it clears the state the runs above wrote
     ends_quietly(&g, &["reset"]);
-    ends_quietly(&g, &["--json", "reset"]);
 }
 
 /// The repairing runs above (`runtime`) wrote their state whole before printing.

@@ -167,8 +167,8 @@ fn the_image_is_never_written_or_executed() {
     assert_eq!(o.code, 0, "{}", o.dump());
     assert_eq!(snapshot(img.root()), before, "the lint changed the image");
     assert!(!mark.exists(), "the lint ran a program of the image");
-    // the host's own guard configuration is not read: a --config that does not exist
-    // would be an error (exit 3) for any other command
+    // the host's own guard configuration is not read: a --config, which names one, is a
+    // usage error saying so (a config that does not exist is exit 3 for any other command)
     let root = img.root().display().to_string();
     let o = Guard::bare().run(&[
         "--config",
@@ -177,7 +177,8 @@ fn the_image_is_never_written_or_executed() {
         "--root",
         &root,
     ]);
-    assert_eq!(o.code, 0, "{}", o.dump());
+    assert_eq!(o.code, 2, "{}", o.dump());
+    assert!(o.stderr.contains("--config does not apply"), "{}", o.dump());
 }
 
 fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, u32, i64)> {

@@ -48,3 +48,51 @@ fn sysroot_dir(host: &Host) -> Result<(), String> {
         Err(e) => Err(refused(e.to_string())),
     }
 }
+
+/// Whether the command line itself set the argument `id` (a default does not count),
+/// before or after the subcommand.
+pub fn given(matches: &clap::ArgMatches, id: &str) -> bool {
+    use clap::parser::ValueSource;
+    let set = |m: &clap::ArgMatches| {
+        m.try_get_raw(id).is_ok() && m.value_source(id) == Some(ValueSource::CommandLine)
+    };
+    set(matches) || matches.subcommand().is_some_and(|(_, sub)| set(sub))
+}
+
+/// The global flags, by clap id, as typed.
+const GLOBALS: [(&str, &str); 4] = [
+    ("config", "--config"),
+    ("json", "--json"),
+    ("verbose", "-v"),
+    ("sysroot", "--sysroot"),
+];
+
+/// A flag given where it would do nothing: a usage error naming it and why, never a flag
+/// accepted and silently ignored. `given` says whether the command line set a global
+/// flag (by clap id); the subcommands' own flags are clap's to relate (`requires`,
+/// `conflicts_with`).
+pub fn not_applying(command: &super::Command, given: impl Fn(&str) -> bool) -> Option<String> {
+    GLOBALS.iter().find_map(|(id, flag)| {
+        let why = why_not(command, id)?;
+        given(id).then(|| format!("{flag} does not apply here: {why}"))
+    })
+}
+
+fn why_not(command: &super::Command, id: &str) -> Option<&'static str> {
+    use super::Command;
+    match (command, id) {
+        (Command::Lint { .. }, "config") => {
+            Some("`guard lint` reads the image's own guard config, below --root DIR")
+        }
+        (Command::Lint { .. }, "sysroot") => Some("`guard lint` reads the image at --root DIR"),
+        (Command::Verify { npd: true, .. }, "json") => {
+            Some("`guard verify --npd` answers Node Problem Detector with one line of text")
+        }
+        (Command::Verify { npd: true, .. }, "verbose") => Some(
+            "`guard verify --npd` logs nothing, so that NPD reads its line alone; \
+             `guard -v verify` shows the log",
+        ),
+        (Command::Reset, "json") => Some("`guard reset` prints one line of text, no report"),
+        _ => None,
+    }
+}

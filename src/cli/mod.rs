@@ -23,7 +23,7 @@ pub use crate::exit::Exit;
 use crate::host::Host;
 use crate::report::{Report, Verdict};
 use crate::state::StateDir;
-use clap::{Parser, Subcommand};
+use clap::{FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 const EXIT_CODES_HELP: &str = "\
@@ -66,17 +66,6 @@ pub struct Cli {
     /// always, or never.
     #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
     pub color: args::Color,
-
-    /// Read the whole host (/proc, /sys, /dev, /run, /etc) from this root instead of /:
-    /// a fixture tree copied from a real machine, for tests. (`lint --root` is the image.)
-    #[arg(
-        long = "host-root",
-        global = true,
-        value_name = "DIR",
-        hide = true,
-        default_value = "/"
-    )]
-    pub host_root: PathBuf,
 
     /// Check the OS mounted here rather than the running one (the initrd's /sysroot):
     /// its config and volume path are read below DIR.
@@ -160,7 +149,8 @@ pub enum Command {
     #[command(after_help = lint::EXIT_CODES_HELP)]
     Lint {
         /// The image's root directory (as `systemd-analyze --root`, `dpkg --root`). The
-        /// image's own guard config is read: --config and --sysroot do not apply.
+        /// image's own guard config is read: --config and --sysroot do not apply (a usage
+        /// error).
         #[arg(long, value_name = "DIR")]
         root: PathBuf,
         /// The cloud-init user data the node gets at provision time (its mounts and disk
@@ -206,7 +196,7 @@ pub fn main() -> i32 {
 }
 
 fn run() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         // --help and --version print to stdout and succeed; a usage error exits 2
         Err(e) => {
@@ -239,7 +229,7 @@ fn run() -> i32 {
 
 /// This host and the guard's configuration; a configuration error ends the run here.
 fn context(cli: &Cli, npd: bool) -> Result<Context, i32> {
-    let host = Host::at(&cli.host_root).with_sysroot(&cli.sysroot);
+    let host = Host::live().with_sysroot(&cli.sysroot);
     args::sysroot_is_there(&host, npd)?;
     let loaded = tracing::debug_span!("config")
         .in_scope(|| crate::config::load(&host, cli.config.as_deref()));
@@ -301,6 +291,17 @@ fn with_containerd(ctx: &Context, command: impl FnOnce(&ContainerdConfig) -> Exi
             );
             Exit::Config
         }
+    }
+}
+
+/// The command line, or a usage error: clap's own, or a flag given where it would do
+/// nothing (`args::not_applying`), named with why rather than silently ignored.
+fn parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    match args::not_applying(&cli.command, |id| args::given(&matches, id)) {
+        None => Ok(cli),
+        Some(why) => Err(command().error(clap::error::ErrorKind::ArgumentConflict, why)),
     }
 }
 
