@@ -1,9 +1,14 @@
 //! The command line as an operator meets it, on the real binary: no flag accepted and
-//! ignored. No containerd: none of it needs one.
+//! ignored, every exit code of every command in its `--help` and the README, and the
+//! commands that promise to write nothing writing nothing. No containerd: none of it
+//! needs one.
 
 use testkit as support;
 
-use support::{Guard, TempRoot};
+use containerd_guard::cli::{exit_codes, Meaning, NPD_EXIT_CODES};
+use containerd_guard::command::Command;
+use containerd_guard::exit::Exit;
+use support::{root_or_skip, Guard, TempRoot};
 
 /// `guard ARGS` exits 2, names `flag` and why it does not apply, prints nothing on stdout.
 #[track_caller]
@@ -59,4 +64,210 @@ fn every_flag_that_would_do_nothing_is_a_usage_error_naming_why() {
     }
     let out = g.run(&["--config", &cfg, "verify", "--npd", "--deep"]);
     assert_eq!(out.code, 2, "{}", out.dump());
+}
+
+/// Whitespace folded, so that text wrapped by `--help` compares with its source.
+fn folded(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn help_of(args: &[&str]) -> String {
+    let out = Guard::bare().run(&[args, &["--help"]].concat());
+    assert_eq!(out.code, 0, "{}", out.dump());
+    folded(&out.stdout)
+}
+
+#[track_caller]
+fn lists(help: &str, meanings: &[Meaning], what: &str) {
+    for m in meanings {
+        let line = folded(&format!("{}  {}", m.code, m.text));
+        assert!(
+            help.contains(&line),
+            "{what}'s --help lacks {line:?}:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn each_commands_help_lists_its_exit_codes_and_says_what_it_writes() {
+    for command in Command::ALL {
+        let help = help_of(&[command.as_str()]);
+        lists(&help, exit_codes(command), command.as_str());
+        assert!(
+            help.contains("Writes"),
+            "guard {} --help does not say what it writes:\n{help}",
+            command.as_str()
+        );
+    }
+    lists(&help_of(&["verify"]), NPD_EXIT_CODES, "verify --npd");
+    let top = help_of(&[]);
+    for exit in Exit::ALL {
+        let line = folded(&format!("{}  {}", exit.code(), exit.meaning()));
+        assert!(top.contains(&line), "guard --help lacks {line:?}:\n{top}");
+    }
+}
+
+/// `[section] key (default)` as the help names a bound, from the key's declaration.
+fn bound(dotted: &str) -> String {
+    let key = containerd_guard::config::KEYS
+        .iter()
+        .find(|k| k.dotted == dotted)
+        .unwrap_or_else(|| panic!("no key {dotted}"));
+    let (section, name) = dotted.split_once('.').unwrap();
+    format!(
+        "[{section}] {name} ({})",
+        key.default_text().trim_matches('"')
+    )
+}
+
+#[test]
+fn runtime_and_hygiene_help_name_their_actions_and_bounds() {
+    let runtime = help_of(&["runtime"]);
+    for said in [
+        "restart containerd",
+        "delete leaked containerd tasks and kill orphaned container cgroups",
+        "create and remove a canary pod sandbox",
+        "exits 4 at once",
+    ] {
+        assert!(
+            runtime.contains(said),
+            "runtime's help lacks {said:?}:\n{runtime}"
+        );
+    }
+    for key in [
+        "hold.timeout",
+        "remediation.restart_budget",
+        "remediation.backoff",
+        "remediation.backoff_max",
+        "containerd.restart_timeout",
+        "sandbox.pull_timeout",
+        "canary.timeout",
+    ] {
+        let bound = bound(key);
+        assert!(
+            runtime.contains(&bound),
+            "runtime's help lacks {bound:?}:\n{runtime}"
+        );
+    }
+    let hygiene = help_of(&["hygiene"]);
+    for said in [
+        "Deletes leaked containerd tasks, kills orphaned container cgroups",
+        "never restarts containerd",
+        "SIGKILL",
+        &bound("orphans.reap"),
+        &bound("sandbox.pull_timeout"),
+    ] {
+        assert!(
+            hygiene.contains(said),
+            "hygiene's help lacks {said:?}:\n{hygiene}"
+        );
+    }
+}
+
+const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+const TABLE_START: &str = "<!-- exit codes: generated from src/exit.rs and src/cli/exits.rs by \
+                           tests/command_line.rs; do not edit -->\n";
+const TABLE_END: &str = "<!-- end of the generated exit codes -->\n";
+
+/// The README's exit tables as the code makes them: every code with what systemd does,
+/// then what each command means by each of its codes.
+fn exit_tables() -> String {
+    let cell = |text: &str| text.replace('|', "\\|");
+    let mut out = String::from("| exit | meaning | what systemd does with it |\n|---|---|---|\n");
+    for exit in Exit::ALL {
+        let (meaning, systemd) = (cell(exit.meaning()), cell(exit.under_systemd()));
+        out.push_str(&format!("| {} | {meaning} | {systemd} |\n", exit.code()));
+    }
+    out.push_str(
+        "\nWhat each command means by each of its codes (its `--help` says the same):\n\n\
+         | command | exit codes |\n|---|---|\n",
+    );
+    let mut row = |name: &str, meanings: &[Meaning]| {
+        let codes: Vec<String> = meanings
+            .iter()
+            .map(|m| format!("**{}** {}", m.code, cell(m.text)))
+            .collect();
+        out.push_str(&format!("| `guard {name}` | {} |\n", codes.join("<br>")));
+    };
+    for command in Command::ALL {
+        row(command.as_str(), exit_codes(command));
+        if command == Command::Verify {
+            row("verify --npd", NPD_EXIT_CODES);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_readmes_exit_tables_are_the_ones_the_code_makes() {
+    let readme = std::fs::read_to_string(README).unwrap();
+    let (before, rest) = readme
+        .split_once(TABLE_START)
+        .unwrap_or_else(|| panic!("{README}: no line {TABLE_START:?}"));
+    let (table, after) = rest
+        .split_once(TABLE_END)
+        .unwrap_or_else(|| panic!("{README}: no line {TABLE_END:?}"));
+    let wanted = exit_tables();
+    if table == wanted {
+        return;
+    }
+    if std::env::var_os("GUARD_REGENERATE_DOCS").is_some() {
+        let text = format!("{before}{TABLE_START}{wanted}{TABLE_END}{after}");
+        std::fs::write(README, text).unwrap();
+        return;
+    }
+    panic!(
+        "{README}'s exit tables differ from src/exit.rs and src/cli/exits.rs; rewrite them \
+         with `GUARD_REGENERATE_DOCS=1 cargo test --test command_line`. Wanted:\n{wanted}"
+    );
+}
+
+/// What a command could have written: every file under state_dir, and the textfile.
+fn written(t: &TempRoot) -> Vec<String> {
+    let mut files = vec![];
+    if let Ok(dir) = std::fs::read_dir(t.guard_state_dir()) {
+        files.extend(dir.flatten().map(|e| e.path().display().to_string()));
+    }
+    if t.metrics_textfile().exists() {
+        files.push(t.metrics_textfile().display().to_string());
+    }
+    files.sort();
+    files
+}
+
+/// `--npd` and every `--dry-run` write nothing (their `--help` says so); plain `verify`
+/// publishes its verdict and writes no state, which shows the look would see a write.
+#[test]
+fn npd_and_dry_runs_write_nothing_and_plain_verify_only_its_metrics() {
+    let Some(_root) = root_or_skip(&[]) else {
+        return;
+    };
+    let t = TempRoot::new();
+    t.write_containerd_config("");
+    let cfg = t.write_guard_config_with(|c| c.containerd_wait("100ms"));
+    let g = Guard::with_config(&cfg);
+    for args in [
+        &["verify", "--npd", "--timeout", "2s"][..],
+        &["verify", "--repair", "--dry-run"],
+        &["verify", "--repair", "--dry-run", "--deep"],
+        &["hygiene", "--dry-run"],
+    ] {
+        let out = g.run(args);
+        assert!(!out.stderr.contains("panicked"), "{}", out.dump());
+        assert_eq!(written(&t), Vec::<String>::new(), "{}", out.dump());
+    }
+    let out = g.run(&["verify"]);
+    assert_eq!(out.code, 1, "no containerd answers:\n{}", out.dump());
+    let state = t.guard_state_dir().display().to_string();
+    let files = written(&t);
+    assert!(
+        files.contains(&t.metrics_textfile().display().to_string()),
+        "{files:?}"
+    );
+    assert!(
+        files
+            .iter()
+            .all(|f| !f.starts_with(&state) || f.ends_with("metrics.json")),
+        "plain verify wrote state: {files:?}"
+    );
 }

@@ -4,13 +4,6 @@ use super::Exit;
 use crate::report::{Report, Status, Verdict};
 use std::path::Path;
 
-pub const EXIT_CODES_HELP: &str = "\
-Exit codes:
-  0  no failure (warnings alone exit 0)
-  1  a failure (with --warn-is-error, a warning too)
-  2  usage error, or --user-data cannot be read
-  3  DIR is missing, unreadable, or holds no systemd units at all";
-
 /// `--user-data` is the operator's own file: read as given, bounded.
 const USER_DATA_CAP: u64 = 1 << 20;
 

@@ -5,6 +5,8 @@
 mod out;
 mod args;
 mod config;
+mod exits;
+mod help;
 mod hygiene;
 mod lint;
 mod logging;
@@ -24,23 +26,15 @@ use crate::host::Host;
 use crate::report::{Report, Verdict};
 use crate::state::StateDir;
 use clap::{FromArgMatches, Parser, Subcommand};
+pub use exits::{of as exit_codes, Meaning, NPD as NPD_EXIT_CODES};
 use std::path::PathBuf;
 
-const EXIT_CODES_HELP: &str = "\
-Exit codes:
-  0  the node is usable as far as checked
-  1  a required check failed (the output says which, with the fix)
-  2  usage error
-  3  configuration error (the message names the file and key)
-  4  terminal: the restart budget for this boot is spent; run `guard reset` after fixing
-  141  the reader of the output went away (`| head`); the work itself was done";
-
+/// The exit codes at the end of each `--help` come from `exits` (see [`command`]).
 #[derive(Debug, Parser)]
 #[command(
     name = "guard",
     version,
     about = "Keeps containerd off the wrong filesystem and kubelet off a broken runtime",
-    after_help = EXIT_CODES_HELP,
     max_term_width = 100
 )]
 pub struct Cli {
@@ -80,6 +74,10 @@ pub struct Cli {
 pub enum Command {
     /// Phase 1, before containerd: prove the volume at containerd's root is the intended
     /// ephemeral volume. Fails closed.
+    ///
+    /// Writes: this boot's phase-1 record in state_dir (volume.ok, volume.json), the
+    /// status line, the metrics textfile and metrics.json, the journal; with [volume]
+    /// mount = true it mounts the device (never formats).
     Volume {
         /// Run as containerd's ExecStartPre=: the first start of a boot gets every check;
         /// once containerd has run this boot, the quick check (the volume mounted, the
@@ -88,9 +86,12 @@ pub enum Command {
         #[arg(long)]
         pre_start: bool,
     },
-    /// Every check (phase 1 and 2), read-only: what to run by hand after an HA failover. It
-    /// changes nothing on the node but publishes its verdict (the metrics textfile, the
-    /// state directory's metrics.json, the journal), as it feeds node_exporter.
+    /// Every check (phase 1 and 2), read-only: what to run by hand after an HA failover.
+    ///
+    /// Writes: plain `verify` changes nothing on the node but publishes its verdict (the
+    /// metrics textfile, state_dir's metrics.json, the journal), as it feeds node_exporter,
+    /// and keeps kubelet's version for the boot; --repair writes what `guard runtime`
+    /// writes; --repair --dry-run and --npd write nothing at all.
     Verify {
         /// Apply phase 2's remedies (restart a stale containerd, restore the sandbox
         /// image) within the same budget as `guard runtime`.
@@ -118,17 +119,17 @@ pub enum Command {
         #[arg(long, conflicts_with = "npd")]
         deep: bool,
     },
-    /// Phase 2, kubelet's gate: hold until containerd can start a pod, repairing within the
-    /// restart budget; fail so kubelet does not start.
+    // (its long help, with the bounds, is `help::runtime`)
+    /// Phase 2, kubelet's gate: holds kubelet until containerd can start a pod; may restart
+    /// containerd within the budget.
     Runtime {
         /// Restart a stale containerd even if it still runs tasks (they will be orphaned).
         #[arg(long)]
         force: bool,
     },
-    /// Find and clean up leaked containerd tasks and orphaned container payloads, and keep
-    /// the sandbox image (restored from the archive when it was removed), without
-    /// restarting containerd (run every 2 minutes by containerd-guard-hygiene.timer). No
-    /// containerd socket at the configured path: exit 0, "skipped: ...", nothing done.
+    // (its long help, with the bounds, is `help::hygiene`)
+    /// Deletes leaked containerd tasks, kills orphaned container cgroups, restores the
+    /// sandbox image; never restarts containerd.
     Hygiene {
         /// Print each action it would take and change nothing (no state, no metrics, no
         /// journal).
@@ -137,16 +138,23 @@ pub enum Command {
     },
     /// This boot's phase-1 verdict, the last phase-2 outcome and the remediation history;
     /// exits as `verify` would answer: 1 phase 1 held or phase 2 not usable, 4 terminal.
+    ///
+    /// Writes nothing; reads state_dir only, never containerd.
     Status,
     /// Clear this boot's terminal state and restart budget (after fixing the cause).
+    ///
+    /// Writes: removes the state file (runtime.json, and a kept corrupt copy) from
+    /// state_dir and sets the status line; waits up to 30 s for the repair lock.
     Reset,
     /// Print the effective configuration and which file each value came from.
+    ///
+    /// Writes nothing.
     Config,
     /// Check a node image before it ships (a mounted image or a build chroot): containerd
     /// ordered after its volume and the guard, the mount, cloud-init, kubelet, kill-mode,
-    /// the baked sandbox image, containerd's deprecated settings, the guard's config. Reads
-    /// DIR only; runs nothing from it.
-    #[command(after_help = lint::EXIT_CODES_HELP)]
+    /// the baked sandbox image, containerd's deprecated settings, the guard's config.
+    ///
+    /// Writes nothing: reads DIR only, runs nothing from it.
     Lint {
         /// The image's root directory (as `systemd-analyze --root`, `dpkg --root`). The
         /// image's own guard config is read: --config and --sysroot do not apply (a usage
@@ -163,10 +171,24 @@ pub enum Command {
     },
 }
 
-/// The clap definition of the whole command line, for tools that generate the man page
-/// and shell completions from it (examples/gen-docs.rs), so they never drift from --help.
+/// The clap definition of the whole command line, what `--help` shows and the man page
+/// and completions are made from (examples/gen-docs.rs), so they never drift: each subcommand ends with its exit codes (`exits`), and
+/// `runtime`'s and `hygiene`'s long help names their bounds from the config's defaults.
 pub fn command() -> clap::Command {
-    <Cli as clap::CommandFactory>::command()
+    use crate::command::Command as Kind;
+    let mut cmd = <Cli as clap::CommandFactory>::command().after_help(exits::global_help());
+    // (in `guard --help`'s order: clap moves a subcommand it mutates to the end)
+    for kind in Kind::ALL {
+        cmd = cmd.mut_subcommand(kind.as_str(), |sub| {
+            let sub = sub.after_help(exits::help(kind));
+            match kind {
+                Kind::Runtime => sub.long_about(help::runtime()),
+                Kind::Hygiene => sub.long_about(help::hygiene()),
+                _ => sub,
+            }
+        });
+    }
+    cmd
 }
 
 impl Command {
@@ -351,47 +373,4 @@ pub(crate) fn finish(ctx: &Context, mut report: Report) -> Exit {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn command_line_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn each_subcommand_maps_to_the_command_of_its_name() {
-        use crate::command::Command as Kind;
-        let names: Vec<String> = Cli::command()
-            .get_subcommands()
-            .map(|c| c.get_name().to_string())
-            .collect();
-        assert_eq!(names, Kind::ALL.map(|k| k.as_str()));
-        for kind in Kind::ALL {
-            let lint_root = ["--root", "/"];
-            let extra = if kind == Kind::Lint {
-                &lint_root[..]
-            } else {
-                &[]
-            };
-            let cli = Cli::try_parse_from([&["guard", kind.as_str()][..], extra].concat());
-            assert_eq!(cli.unwrap().command.kind(), kind);
-        }
-    }
-
-    #[test]
-    fn help_documents_every_exit_code_and_fits_a_terminal() {
-        let help = Cli::command().render_long_help().to_string();
-        for exit in Exit::ALL {
-            let listed = format!("  {}  ", exit.code());
-            assert!(
-                help.lines().any(|l| l.starts_with(&listed)),
-                "help lacks exit code {exit:?}:\n{help}"
-            );
-        }
-        for line in help.lines() {
-            assert!(line.chars().count() <= 100, "help line too wide: {line:?}");
-        }
-    }
-}
+mod tests;
