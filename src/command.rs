@@ -19,11 +19,15 @@ pub enum Command {
     Reset,
     Config,
     Lint,
+    /// A shell's completion script, as the package ships it.
+    Completion,
+    /// guard(8), as the package ships it.
+    Man,
 }
 
 impl Command {
     /// Every command, in `guard --help`'s order.
-    pub const ALL: [Command; 8] = [
+    pub const ALL: [Command; 10] = [
         Command::Volume,
         Command::Verify,
         Command::Runtime,
@@ -32,6 +36,8 @@ impl Command {
         Command::Reset,
         Command::Config,
         Command::Lint,
+        Command::Completion,
+        Command::Man,
     ];
 
     /// The subcommand as typed on the command line (and as written everywhere).
@@ -45,6 +51,8 @@ impl Command {
             Command::Reset => "reset",
             Command::Config => "config",
             Command::Lint => "lint",
+            Command::Completion => "completion",
+            Command::Man => "man",
         }
     }
 

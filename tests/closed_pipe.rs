@@ -76,7 +76,7 @@ fn every_command_ends_quietly_when_its_output_pipe_is_closed() {
         ends_quietly(&g, &[&["--json"], *args].concat());
         ends_quietly_with_stderr_closed_too(&g, args);
     }
-    // (no --config: a usage error for lint, which reads no configuration of the host)
+    // (no --config: a usage error for these, which read no configuration)
     let bare = Guard::bare();
     for args in [
         &["lint", "--root", &root][..],
@@ -85,6 +85,8 @@ fn every_command_ends_quietly_when_its_output_pipe_is_closed() {
         ends_quietly(&bare, args);
         ends_quietly_with_stderr_closed_too(&bare, args);
     }
+    ends_quietly(&bare, &["man"]);
+    ends_quietly(&bare, &["completion", "bash"]);
     ends_quietly(&g, &["verify", "--npd"]);
     // what goes to stderr alone: a usage error, -v's log lines
     ends_quietly_with_stderr_closed_too(&g, &["--sysroot", "/nonexistent", "verify"]);

@@ -1,7 +1,7 @@
 //! The command line as an operator meets it, on the real binary: no flag accepted and
-//! ignored, every exit code of every command in its `--help` and the README, and the
-//! commands that promise to write nothing writing nothing. No containerd: none of it
-//! needs one.
+//! ignored, every exit code of every command in its `--help`, guard(8) and the README,
+//! completions that offer only what `--help` shows, and the commands that promise to
+//! write nothing writing nothing. No containerd: none of it needs one.
 
 use testkit as support;
 
@@ -52,6 +52,10 @@ fn every_flag_that_would_do_nothing_is_a_usage_error_naming_why() {
     );
     refused(&g, &["--config", &cfg, "-v", "verify", "--npd"], "-v");
     refused(&g, &["--config", &cfg, "--json", "reset"], "--json");
+    refused(&g, &["man", "--config", &cfg], "--config");
+    refused(&g, &["--json", "man"], "--json");
+    refused(&g, &["completion", "bash", "-v"], "-v");
+    refused(&g, &["--sysroot", "/", "completion", "zsh"], "--sysroot");
     // the subcommands' own flags: clap relates them (each names the flag it needs)
     for (args, needs) in [
         (&["verify", "--timeout", "1s"][..], "--npd"),
@@ -164,6 +168,117 @@ fn runtime_and_hygiene_help_name_their_actions_and_bounds() {
     }
 }
 
+/// Every `--flag` a completion script offers (`--flag` in bash, `-l flag` in fish,
+/// `'--flag[...]` in zsh).
+fn offered(script: &str) -> Vec<String> {
+    let mut flags: Vec<String> = script
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(str::to_string)
+        .collect();
+    for line in script.lines().filter(|l| l.starts_with("complete ")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for pair in words.windows(2).filter(|pair| pair[0] == "-l") {
+            flags.push(format!("--{}", pair[1]));
+        }
+    }
+    flags.sort();
+    flags.dedup();
+    flags
+}
+
+/// `flag` as a whole word of `help` (`--verbose` in `-v, --verbose...`, not `--dry`).
+fn shows(help: &str, flag: &str) -> bool {
+    help.match_indices(flag).any(|(at, _)| {
+        let next = help[at + flag.len()..].chars().next();
+        !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+#[test]
+fn completions_offer_every_command_and_only_the_flags_help_shows() {
+    let mut shown = help_of(&[]);
+    for command in Command::ALL {
+        shown.push_str(&help_of(&[command.as_str()]));
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Guard::bare().run(&["completion", shell]);
+        assert_eq!(out.code, 0, "{}", out.dump());
+        for command in Command::ALL {
+            assert!(
+                out.stdout.contains(command.as_str()),
+                "{shell}: no {command:?}"
+            );
+        }
+        let offered = offered(&out.stdout);
+        assert!(
+            offered.contains(&"--repair".to_string()),
+            "{shell}: {offered:?}"
+        );
+        for flag in offered {
+            assert!(
+                shows(&shown, &flag),
+                "the {shell} completion offers {flag}, which no --help shows"
+            );
+        }
+    }
+}
+
+/// Text as roff writes it: a minus sign `\-`, an apostrophe `\*(Aq`, no code spans.
+fn roff(text: &str) -> String {
+    text.replace('`', "")
+        .replace('-', "\\-")
+        .replace('\'', "\\*(Aq")
+}
+
+#[test]
+fn guard_man_has_every_exit_code_of_every_command_and_the_examples() {
+    let out = Guard::bare().run(&["man"]);
+    assert_eq!(out.code, 0, "{}", out.dump());
+    let page = out.stdout;
+    let (_, status) = page
+        .split_once(".SH \"EXIT STATUS\"")
+        .expect("an EXIT STATUS section");
+    let (status, _) = status.split_once("\n.SH ").expect("a section after it");
+    for exit in Exit::ALL {
+        for text in [exit.meaning(), exit.under_systemd()] {
+            assert!(
+                status.contains(&roff(text)),
+                "EXIT STATUS lacks {text:?}:\n{status}"
+            );
+        }
+    }
+    let mut sections = vec![("verify --npd".to_string(), NPD_EXIT_CODES)];
+    for command in Command::ALL {
+        sections.push((command.as_str().to_string(), exit_codes(command)));
+    }
+    for (name, meanings) in sections {
+        let heading = format!(".SS \"guard {name}\"\n");
+        let (_, own) = status
+            .split_once(&heading)
+            .unwrap_or_else(|| panic!("EXIT STATUS has no {heading:?}:\n{status}"));
+        let own = own.split(".SS ").next().unwrap();
+        for m in meanings {
+            let entry = format!(".TP\n\\fB{}\\fR\n{}\n", m.code, roff(m.text));
+            assert!(
+                own.contains(&entry),
+                "guard {name}: no {entry:?} in:\n{own}"
+            );
+        }
+    }
+    let (_, examples) = page
+        .split_once(".SH EXAMPLES")
+        .expect("an EXAMPLES section");
+    for (example, command) in [
+        ("After an HA failover", "sudo guard verify"),
+        ("An image build's lint step", "guard lint \\-\\-root"),
+        ("Reading guard status", "sudo guard status"),
+    ] {
+        assert!(examples.contains(example), "no example {example:?}");
+        assert!(examples.contains(command), "no {command:?} in the examples");
+    }
+}
+
 const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
 const TABLE_START: &str = "<!-- exit codes: generated from src/exit.rs and src/cli/exits.rs by \
                            tests/command_line.rs; do not edit -->\n";
@@ -179,8 +294,8 @@ fn exit_tables() -> String {
         out.push_str(&format!("| {} | {meaning} | {systemd} |\n", exit.code()));
     }
     out.push_str(
-        "\nWhat each command means by each of its codes (its `--help` says the same):\n\n\
-         | command | exit codes |\n|---|---|\n",
+        "\nWhat each command means by each of its codes (its `--help` and guard(8) say \
+                  the same):\n\n| command | exit codes |\n|---|---|\n",
     );
     let mut row = |name: &str, meanings: &[Meaning]| {
         let codes: Vec<String> = meanings

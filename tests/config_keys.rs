@@ -51,10 +51,6 @@ fn guard_config_prints_every_key_set_as_before() {
     assert_eq!(json, fixture("every-key.json"));
 }
 
-#[allow(dead_code)] // its main() and file writing: only the man page is checked here
-#[path = "../examples/gen-docs.rs"]
-mod gen_docs;
-
 const DOCS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
 const TABLE_START: &str = "<!-- key table: generated from src/config/schema.rs by \
                            tests/config_keys.rs; do not edit -->\n";
@@ -106,7 +102,7 @@ fn the_docs_key_table_is_the_one_the_declaration_makes() {
 #[test]
 fn the_man_page_lists_every_key_with_its_default() {
     let mut page = Vec::new();
-    gen_docs::man_page(&containerd_guard::cli::command(), &mut page).unwrap();
+    containerd_guard::cli::man_page(&mut page).unwrap();
     let page = String::from_utf8(page).unwrap();
     let (_, section) = page
         .split_once(".SH CONFIGURATION")

@@ -93,6 +93,10 @@ fn why_not(command: &super::Command, id: &str) -> Option<&'static str> {
              `guard -v verify` shows the log",
         ),
         (Command::Reset, "json") => Some("`guard reset` prints one line of text, no report"),
+        (Command::Completion { .. } | Command::Man, _) => Some(
+            "`guard man` and `guard completion` print what the package ships, the same on \
+                 every host",
+        ),
         _ => None,
     }
 }

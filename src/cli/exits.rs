@@ -155,6 +155,8 @@ const LINT: &[Meaning] = &[
     ),
     PIPE,
 ];
+const PRINTS: &[Meaning] = &[says(Exit::Usable, "printed"), USAGE, PIPE];
+
 /// Every exit code `guard COMMAND` may end with, lowest first.
 pub fn of(command: Command) -> &'static [Meaning] {
     match command {
@@ -166,6 +168,7 @@ pub fn of(command: Command) -> &'static [Meaning] {
         Command::Reset => RESET,
         Command::Config => CONFIG_COMMAND,
         Command::Lint => LINT,
+        Command::Completion | Command::Man => PRINTS,
     }
 }
 

@@ -10,6 +10,8 @@ mod help;
 mod hygiene;
 mod lint;
 mod logging;
+mod manual;
+mod manual_examples;
 mod reset;
 mod runtime;
 mod status;
@@ -27,6 +29,7 @@ use crate::report::{Report, Verdict};
 use crate::state::StateDir;
 use clap::{FromArgMatches, Parser, Subcommand};
 pub use exits::{of as exit_codes, Meaning, NPD as NPD_EXIT_CODES};
+pub use manual::{completion, man_page, CompletionShell};
 use std::path::PathBuf;
 
 /// The exit codes at the end of each `--help` come from `exits` (see [`command`]).
@@ -169,10 +172,22 @@ pub enum Command {
         #[arg(long)]
         warn_is_error: bool,
     },
+    /// Print a shell's completion script, the file the package installs for that shell.
+    ///
+    /// Writes nothing but its output.
+    Completion {
+        /// bash, zsh or fish.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print guard(8) in roff, the page the package installs.
+    ///
+    /// Writes nothing but its output.
+    Man,
 }
 
-/// The clap definition of the whole command line, what `--help` shows and the man page
-/// and completions are made from (examples/gen-docs.rs), so they never drift: each subcommand ends with its exit codes (`exits`), and
+/// The clap definition of the whole command line, what `--help`, the man page and the
+/// completions are made from: each subcommand ends with its exit codes (`exits`), and
 /// `runtime`'s and `hygiene`'s long help names their bounds from the config's defaults.
 pub fn command() -> clap::Command {
     use crate::command::Command as Kind;
@@ -204,6 +219,8 @@ impl Command {
             Command::Reset => Kind::Reset,
             Command::Config => Kind::Config,
             Command::Lint { .. } => Kind::Lint,
+            Command::Completion { .. } => Kind::Completion,
+            Command::Man => Kind::Man,
         }
     }
 }
@@ -234,14 +251,16 @@ fn run() -> i32 {
     terminal::decide(cli.full, cli.color);
     // NPD reads one line on stdout; the guard's own log stays out of its way.
     logging::init_logging(if npd { 0 } else { cli.verbose + 1 });
-    if let Command::Lint {
-        root,
-        user_data,
-        warn_is_error,
-    } = &cli.command
-    {
-        // an image, not this host: no host configuration is loaded
-        return lint::run(root, user_data.as_deref(), *warn_is_error, cli.json) as i32;
+    // neither reads this host: no host configuration is loaded
+    match &cli.command {
+        Command::Lint {
+            root,
+            user_data,
+            warn_is_error,
+        } => return lint::run(root, user_data.as_deref(), *warn_is_error, cli.json) as i32,
+        Command::Completion { shell } => return manual::print_completion(*shell) as i32,
+        Command::Man => return manual::print_man_page() as i32,
+        _ => {}
     }
     match context(&cli, npd) {
         Ok(ctx) => dispatch(&ctx, cli.command),
@@ -295,8 +314,8 @@ fn dispatch(ctx: &Context, command: Command) -> i32 {
         Command::Status => status::run(ctx),
         Command::Reset => reset::run(ctx),
         Command::Config => config::run(ctx),
-        // needs no host context; main runs it before reading any
-        Command::Lint { .. } => Exit::Usage,
+        // need no host context; main runs them before reading any
+        Command::Lint { .. } | Command::Completion { .. } | Command::Man => Exit::Usage,
     };
     exit as i32
 }

@@ -19,6 +19,7 @@ fn each_subcommand_maps_to_the_command_of_its_name() {
     for kind in Kind::ALL {
         let extra: &[&str] = match kind {
             Kind::Lint => &["--root", "/"],
+            Kind::Completion => &["bash"],
             _ => &[],
         };
         let cli = Cli::try_parse_from([&["guard", kind.as_str()][..], extra].concat());

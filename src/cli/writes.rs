@@ -20,7 +20,11 @@ impl Command {
             | Command::Runtime { .. }
             | Command::Volume { .. }
             | Command::Reset => Writes::Everything,
-            Command::Status | Command::Config | Command::Lint { .. } => Writes::Nothing,
+            Command::Status
+            | Command::Config
+            | Command::Lint { .. }
+            | Command::Completion { .. }
+            | Command::Man => Writes::Nothing,
         }
     }
 }

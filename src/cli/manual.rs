@@ -1,55 +1,58 @@
-//! Generates the man page guard(8) and the bash, zsh and fish completions from the clap
-//! definition of the command line (`containerd_guard::cli::command()`), so they never
-//! drift from `guard --help`. Run by scripts/deb before `cargo deb`; never installed.
-//!
-//!   cargo run --example gen-docs -- OUT_DIR      (scripts/deb: OUT_DIR = target/assets)
-//!
-//! Writes OUT_DIR/guard.8 (scripts/deb gzips it) and
-//! OUT_DIR/completions/{guard.bash,_guard,guard.fish}.
+//! guard(8) and the bash, zsh and fish completions, made from the command line's own
+//! definition ([`super::command`]) so they never drift from `--help`. One generator for
+//! both readers: `guard man` and `guard completion SHELL` print them, and scripts/deb
+//! packs exactly what those subcommands print (scripts/check-deb compares).
 
-use clap_complete::{generate, Shell};
+use super::exits;
+use crate::command::Command;
+use crate::exit::Exit;
+use clap_complete::Shell;
 use roff::{bold, italic, roman, Roff};
-use std::fs::{self, File};
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
 
-fn main() {
-    let Some(out) = std::env::args().nth(1).map(PathBuf::from) else {
-        eprintln!("usage: gen-docs OUT_DIR");
-        std::process::exit(2);
+/// The shells the package ships a completion for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// The completion script for `shell`, as the package installs it.
+pub fn completion(shell: CompletionShell, w: &mut dyn Write) {
+    let shell = match shell {
+        CompletionShell::Bash => Shell::Bash,
+        CompletionShell::Zsh => Shell::Zsh,
+        CompletionShell::Fish => Shell::Fish,
     };
-    if let Err(e) = run(&out) {
-        eprintln!("gen-docs: {e}");
-        std::process::exit(1);
+    clap_complete::generate(shell, &mut super::command(), "guard", w);
+}
+
+/// `guard completion SHELL`.
+pub(super) fn print_completion(shell: CompletionShell) -> Exit {
+    let mut script = Vec::new();
+    completion(shell, &mut script);
+    print!("{}", String::from_utf8_lossy(&script));
+    Exit::Usable
+}
+
+/// `guard man`.
+pub(super) fn print_man_page() -> Exit {
+    let mut page = Vec::new();
+    match man_page(&mut page) {
+        Ok(()) => {
+            print!("{}", String::from_utf8_lossy(&page));
+            Exit::Usable
+        }
+        Err(e) => super::internal_error(&e),
     }
 }
 
-fn run(out: &Path) -> std::io::Result<()> {
-    let completions = out.join("completions");
-    fs::create_dir_all(&completions)?;
-
-    let cmd = containerd_guard::cli::command();
-    write(&out.join("guard.8"), |w| man_page(&cmd, w))?;
-
-    for (shell, file) in [
-        (Shell::Bash, "guard.bash"),
-        (Shell::Zsh, "_guard"),
-        (Shell::Fish, "guard.fish"),
-    ] {
-        let mut cmd = cmd.clone();
-        write(&completions.join(file), |w| {
-            generate(shell, &mut cmd, "guard", w);
-            Ok(())
-        })?;
-    }
-    Ok(())
-}
-
-/// guard(8): one page.
-/// (`pub` so that tests/config_keys.rs can check that it lists every config key.) clap_mangen renders the title, synopsis, global options, the exit
-/// codes (the CLI's after_help) and the version; each subcommand gets a subsection here with
-/// its own options (clap_mangen would point at guard-volume(8) and so on, which do not exist).
-pub fn man_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
+/// guard(8): one page. clap_mangen renders the title, synopsis, global options and the
+/// version; each subcommand gets a subsection here with its own options (clap_mangen would
+/// point at guard-volume(8) and so on, which do not exist).
+pub fn man_page(w: &mut dyn Write) -> std::io::Result<()> {
+    let cmd = super::command();
     let man = clap_mangen::Man::new(cmd.clone())
         .section("8")
         .manual("System Administration")
@@ -58,6 +61,17 @@ pub fn man_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
     man.render_name_section(w)?;
     man.render_synopsis_section(w)?;
     man.render_description_section(w)?;
+    description().to_writer(w)?;
+    man.render_options_section(w)?;
+    commands(&cmd).to_writer(w)?;
+    exit_status().to_writer(w)?;
+    super::manual_examples::examples().to_writer(w)?;
+    configuration().to_writer(w)?;
+    files().to_writer(w)?;
+    man.render_version_section(w)
+}
+
+fn description() -> Roff {
     let mut roff = Roff::new();
     roff.control("PP", []);
     roff.text([roman(
@@ -67,16 +81,7 @@ pub fn man_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
     .text([bold("guard runtime"), roman(" before kubelet; ")])
     .text([bold("guard hygiene"), roman(" every 2 minutes (containerd-guard-hygiene.timer). After an HA failover an operator runs ")])
     .text([bold("guard verify"), roman(".")]);
-    roff.to_writer(w)?;
-    man.render_options_section(w)?;
-    commands(cmd).to_writer(w)?;
-    let mut extra = Vec::new();
-    man.render_extra_section(&mut extra)?;
-    let extra = String::from_utf8_lossy(&extra).replacen(".SH EXTRA", ".SH \"EXIT STATUS\"", 1);
-    w.write_all(extra.as_bytes())?;
-    configuration().to_writer(w)?;
-    files().to_writer(w)?;
-    man.render_version_section(w)
+    roff
 }
 
 fn commands(cmd: &clap::Command) -> Roff {
@@ -85,11 +90,11 @@ fn commands(cmd: &clap::Command) -> Roff {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let opts: Vec<&clap::Arg> = sub
             .get_arguments()
-            .filter(|a| !a.is_global_set() && !a.is_hide_set() && a.get_long().is_some())
+            .filter(|a| !a.is_global_set() && !a.is_hide_set())
             .collect();
         let mut heading = format!("guard {}", sub.get_name());
         for a in &opts {
-            heading.push_str(&format!(" [--{}]", a.get_long().unwrap_or_default()));
+            heading.push_str(&format!(" [{}]", arg_name(a)));
         }
         roff.control("SS", [heading.as_str()]);
         if let Some(about) = sub.get_long_about().or_else(|| sub.get_about()) {
@@ -97,7 +102,7 @@ fn commands(cmd: &clap::Command) -> Roff {
         }
         for a in opts {
             roff.control("TP", []);
-            roff.text([bold(format!("--{}", a.get_long().unwrap_or_default()))]);
+            roff.text([bold(arg_name(a))]);
             if let Some(help) = a.get_long_help().or_else(|| a.get_help()) {
                 roff.text([roman(help.to_string())]);
             }
@@ -106,8 +111,52 @@ fn commands(cmd: &clap::Command) -> Roff {
     roff
 }
 
+/// `--flag`, or a positional's `SHELL`.
+fn arg_name(a: &clap::Arg) -> String {
+    match a.get_long() {
+        Some(long) => format!("--{long}"),
+        None => a.get_id().as_str().to_uppercase(),
+    }
+}
+
+/// Every code with what it means and what systemd does with it, then each command's own.
+fn exit_status() -> Roff {
+    let mut roff = Roff::new();
+    roff.control("SH", ["EXIT STATUS"]);
+    for exit in Exit::ALL {
+        roff.control("TP", []);
+        roff.text([bold(exit.code().to_string())]);
+        roff.text([roman(plain(exit.meaning()))]);
+        roff.control("br", []);
+        roff.text([
+            italic("Under systemd: "),
+            roman(plain(exit.under_systemd())),
+        ]);
+    }
+    let mut each = |title: String, meanings: &[exits::Meaning]| {
+        roff.control("SS", [title.as_str()]);
+        for m in meanings {
+            roff.control("TP", []);
+            roff.text([bold(m.code.to_string())]);
+            roff.text([roman(plain(m.text))]);
+        }
+    };
+    for command in Command::ALL {
+        each(format!("guard {}", command.as_str()), exits::of(command));
+        if command == Command::Verify {
+            each("guard verify --npd".into(), exits::NPD);
+        }
+    }
+    roff
+}
+
+/// The docs are Markdown; a man page has no code spans.
+pub(super) fn plain(text: &str) -> String {
+    text.replace('`', "")
+}
+
 /// Every config key, its default, what it accepts and what it is for: from the keys'
-/// declaration (`containerd_guard::config::KEYS`), as docs/configuration.md's table is.
+/// declaration (`crate::config::KEYS`), as docs/configuration.md's table is.
 fn configuration() -> Roff {
     let mut roff = Roff::new();
     roff.control("SH", ["CONFIGURATION"]);
@@ -115,15 +164,17 @@ fn configuration() -> Roff {
         "Keys of the configuration fragments (see FILES); section.key is key in the \
          [section] table of a fragment. guard config prints the effective value of each.",
     )]);
-    for key in containerd_guard::config::KEYS {
+    for key in crate::config::KEYS {
         roff.control("TP", []);
         roff.text([
             bold(key.dotted),
             roman(format!(" (default: {})", key.default_text())),
         ]);
-        // The docs are Markdown; a man page has no code spans.
-        let doc = key.doc().replace('`', "");
-        roff.text([roman(format!("{doc} Accepts {}.", key.accepts))]);
+        roff.text([roman(format!(
+            "{} Accepts {}.",
+            plain(&key.doc()),
+            key.accepts
+        ))]);
     }
     roff
 }
@@ -165,15 +216,4 @@ fn files() -> Roff {
         roman("(8)"),
     ]);
     roff
-}
-
-fn write(
-    path: &Path,
-    body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let mut w = BufWriter::new(File::create(path)?);
-    body(&mut w)?;
-    w.flush()?;
-    println!("{}", path.display());
-    Ok(())
 }
