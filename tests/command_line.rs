@@ -280,6 +280,7 @@ fn guard_man_has_every_exit_code_of_every_command_and_the_examples() {
 }
 
 const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+const IMAGE_BUILDER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/image-builder.md");
 const TABLE_START: &str = "<!-- exit codes: generated from src/exit.rs and src/cli/exits.rs by \
                            tests/command_line.rs; do not edit -->\n";
 const TABLE_END: &str = "<!-- end of the generated exit codes -->\n";
@@ -313,28 +314,47 @@ fn exit_tables() -> String {
     out
 }
 
-#[test]
-fn the_readmes_exit_tables_are_the_ones_the_code_makes() {
-    let readme = std::fs::read_to_string(README).unwrap();
-    let (before, rest) = readme
+/// `lint`'s table in docs/image-builder.md, for those who build images.
+fn lint_table() -> String {
+    let mut out = String::from("| exit | meaning |\n|---|---|\n");
+    for m in exit_codes(Command::Lint) {
+        out.push_str(&format!(
+            "| {} | {} |\n",
+            m.code,
+            m.text.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
+/// The text between the markers of `path` is `wanted` (or is made so, with
+/// GUARD_REGENERATE_DOCS set).
+fn generated_block_is(path: &str, wanted: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let (before, rest) = text
         .split_once(TABLE_START)
-        .unwrap_or_else(|| panic!("{README}: no line {TABLE_START:?}"));
+        .unwrap_or_else(|| panic!("{path}: no line {TABLE_START:?}"));
     let (table, after) = rest
         .split_once(TABLE_END)
-        .unwrap_or_else(|| panic!("{README}: no line {TABLE_END:?}"));
-    let wanted = exit_tables();
+        .unwrap_or_else(|| panic!("{path}: no line {TABLE_END:?}"));
     if table == wanted {
         return;
     }
     if std::env::var_os("GUARD_REGENERATE_DOCS").is_some() {
         let text = format!("{before}{TABLE_START}{wanted}{TABLE_END}{after}");
-        std::fs::write(README, text).unwrap();
+        std::fs::write(path, text).unwrap();
         return;
     }
     panic!(
-        "{README}'s exit tables differ from src/exit.rs and src/cli/exits.rs; rewrite them \
+        "{path}'s exit table differs from src/exit.rs and src/cli/exits.rs; rewrite it \
          with `GUARD_REGENERATE_DOCS=1 cargo test --test command_line`. Wanted:\n{wanted}"
     );
+}
+
+#[test]
+fn the_docs_exit_tables_are_the_ones_the_code_makes() {
+    generated_block_is(README, &exit_tables());
+    generated_block_is(IMAGE_BUILDER, &lint_table());
 }
 
 /// What a command could have written: every file under state_dir, and the textfile.

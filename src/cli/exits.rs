@@ -1,6 +1,6 @@
 //! Every exit code of every subcommand, said once: each subcommand's `--help`, guard(8)'s
-//! EXIT STATUS and the README's tables are made from here (`tests/command_line.rs`
-//! compares the README's). The codes themselves are [`Exit`]'s.
+//! EXIT STATUS and the tables of the README and docs/image-builder.md are made from here
+//! (`tests/command_line.rs` compares the docs'). The codes themselves are [`Exit`]'s.
 
 use crate::command::Command;
 use crate::exit::Exit;
@@ -147,11 +147,13 @@ const LINT: &[Meaning] = &[
     ),
     says(
         Exit::Usage,
-        "usage error (a flag that does not apply, named), or --user-data cannot be read",
+        "usage error (--config and --sysroot do not apply: the image's own guard config is \
+         read), or --user-data cannot be read",
     ),
     says(
         Exit::Config,
-        "DIR is missing, unreadable, or holds no systemd units at all",
+        "DIR is missing, unreadable, or holds no systemd units at all (not an image's top \
+         directory)",
     ),
     PIPE,
 ];
