@@ -6,6 +6,7 @@
 //! containerd #4666) or answered with a gRPC error and never forwarded ([`Mode::Fail`]:
 //! a call that fails while the others work).
 
+use crate::unix_server::UnixServer;
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
@@ -16,7 +17,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixStream;
 
 /// The gRPC status codes a [`Mode::Fail`] proxy answers with.
 pub use tonic::Code;
@@ -38,8 +39,7 @@ type Counts = Arc<Mutex<BTreeMap<String, usize>>>;
 pub struct GrpcProxy {
     pub socket: PathBuf,
     counts: Counts,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: UnixServer,
 }
 
 /// The name the tests that only delay a method know the proxy by.
@@ -60,11 +60,6 @@ impl GrpcProxy {
     /// Listens on `socket` and forwards to `upstream`; calls whose path is `method` are
     /// treated as `mode` says.
     pub fn start_with(upstream: &Path, socket: &Path, method: &'static str, mode: Mode) -> Self {
-        let _ = std::fs::remove_file(socket);
-        let listener = std::os::unix::net::UnixListener::bind(socket)
-            .unwrap_or_else(|e| panic!("bind {}: {e}", socket.display()));
-        listener.set_nonblocking(true).unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel();
         let counts = Counts::default();
         let proxy = Proxy {
             upstream: upstream.to_path_buf(),
@@ -72,18 +67,16 @@ impl GrpcProxy {
             mode,
             counts: counts.clone(),
         };
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("the proxy's runtime");
-            rt.block_on(serve(listener, proxy, stopped));
+        let server = UnixServer::start(socket, move |client| {
+            let proxy = proxy.clone();
+            async move {
+                let _ = proxy_connection(client, proxy).await;
+            }
         });
         GrpcProxy {
             socket: socket.to_path_buf(),
             counts,
-            stop: Some(stop),
-            thread: Some(thread),
+            _server: server,
         }
     }
 
@@ -101,18 +94,6 @@ impl GrpcProxy {
     }
 }
 
-impl Drop for GrpcProxy {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
 /// What every connection shares.
 #[derive(Clone)]
 struct Proxy {
@@ -120,25 +101,6 @@ struct Proxy {
     method: &'static str,
     mode: Mode,
     counts: Counts,
-}
-
-async fn serve(
-    listener: std::os::unix::net::UnixListener,
-    proxy: Proxy,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    let listener = UnixListener::from_std(listener).expect("a tokio listener");
-    loop {
-        let accepted = tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((client, _)) = accepted else { continue };
-        let proxy = proxy.clone();
-        tokio::spawn(async move {
-            let _ = proxy_connection(client, proxy).await;
-        });
-    }
 }
 
 /// One client connection: one HTTP/2 connection to containerd, each stream forwarded.

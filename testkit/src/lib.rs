@@ -67,6 +67,7 @@ pub mod snapshot_proxy;
 pub mod suite;
 pub mod temproot;
 pub mod timeline;
+pub mod unix_server;
 pub mod workload;
 
 pub use containerd::{

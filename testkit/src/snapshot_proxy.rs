@@ -14,6 +14,7 @@
 //! does not have: "lease does not exist") is dropped. Nothing else is read or changed;
 //! answers come back untouched.
 
+use crate::unix_server::UnixServer;
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -22,7 +23,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixStream;
 
 /// What each call is rewritten to.
 #[derive(Debug, Clone)]
@@ -35,68 +36,28 @@ struct Backing {
 /// The remote snapshotter, serving until dropped (its socket is then gone).
 pub struct SnapshotProxy {
     pub socket: PathBuf,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: UnixServer,
 }
 
 impl SnapshotProxy {
     /// Listens on `socket`; forwards to the containerd on `upstream`, as its `snapshotter`
     /// in its `namespace`.
     pub fn start(upstream: &Path, socket: &Path, snapshotter: &str, namespace: &str) -> Self {
-        let _ = std::fs::remove_file(socket);
-        let listener = std::os::unix::net::UnixListener::bind(socket)
-            .unwrap_or_else(|e| panic!("bind {}: {e}", socket.display()));
-        listener.set_nonblocking(true).unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel();
         let backing = Arc::new(Backing {
             socket: upstream.to_path_buf(),
             snapshotter: snapshotter.to_string(),
             namespace: namespace.to_string(),
         });
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("the proxy's runtime");
-            rt.block_on(serve(listener, backing, stopped));
+        let server = UnixServer::start(socket, move |client| {
+            let backing = backing.clone();
+            async move {
+                let _ = proxy_connection(client, backing).await;
+            }
         });
         SnapshotProxy {
             socket: socket.to_path_buf(),
-            stop: Some(stop),
-            thread: Some(thread),
+            _server: server,
         }
-    }
-}
-
-impl Drop for SnapshotProxy {
-    /// Stops serving: the runtime ends with the thread, closing every connection.
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
-async fn serve(
-    listener: std::os::unix::net::UnixListener,
-    backing: Arc<Backing>,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    let listener = UnixListener::from_std(listener).expect("a tokio listener");
-    loop {
-        let accepted = tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((client, _)) = accepted else { continue };
-        let backing = backing.clone();
-        tokio::spawn(async move {
-            let _ = proxy_connection(client, backing).await;
-        });
     }
 }
 
