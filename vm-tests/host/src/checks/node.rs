@@ -239,6 +239,17 @@ fn k3s_after(j: &mut Judge, r: &Report) {
         format!("the orphans are gone (reaped.rc={rc}, alive '{alive}', cgroup '{cg}')"),
         format!("{rc}/{alive}/{cg}") == "0//",
     );
+    // the guard's own line says the kill succeeded and which branch took it: a unified
+    // (cgroup v2) guest kills through cgroup.kill; systemd then removes the emptied scope
+    let hj = r.block("sc.hygiene.journal");
+    j.check(
+        format!(
+            "the hygiene unit's reap killed the orphan through cgroup.kill (cgroup v2) and says so: {}",
+            cut(&first(&hj, "reap-orphans"), 200)
+        ),
+        has(&hj, r"reap-orphans /kubepods.*: killed pids \[[0-9]+(, [0-9]+)*\] by cgroup\.kill \(cgroup v2\) and removed the cgroup")
+            && has(&hj, r"remedy\.reap-orphans: 1 of 1 orphaned cgroup\(s\) killed"),
+    );
     let relock = r.block("sc.relock");
     let result = grep(&relock, "^result=").join("\n");
     j.check(
