@@ -355,9 +355,9 @@ impl<'a, W: World> Machine<'a, W> {
         self.unlock();
         let pause = self.poll.next().min(left);
         crate::notify::status(&format!(
-            "holding kubelet: {} ({}s left)",
+            "holding kubelet: {} ({} left)",
             self.failure,
-            left.as_secs()
+            crate::human::duration(left)
         ));
         self.extend(pause + EXTEND_SLACK);
         self.holding = true;
