@@ -5,9 +5,7 @@
 
 /// `[section] key (default)`, from the key's declaration.
 fn bound(dotted: &str) -> String {
-    let default = crate::config::KEYS
-        .iter()
-        .find(|k| k.dotted == dotted)
+    let default = crate::config::key(dotted)
         .map(|k| k.default_text())
         .unwrap_or_default();
     let (section, key) = dotted.split_once('.').unwrap_or(("", dotted));

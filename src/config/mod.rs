@@ -15,9 +15,9 @@ pub mod units;
 pub use effective::{describe, describe_json, Effective, FromContainerd, Inherited};
 pub use fragments::{effective, find_fragments, is_fragment};
 pub use schema::{
-    ContainerdSettings, DeviceSpec, Fallback, HoldSettings, Key, MetricsSettings, OrphanSettings,
-    RemediationSettings, SandboxSettings, Settings, VolumeSettings, DEFAULT_CONTAINERD_CONFIG,
-    KEYS,
+    key, ContainerdSettings, DeviceSpec, Fallback, HoldSettings, Key, MetricsSettings,
+    OrphanSettings, RemediationSettings, SandboxSettings, Settings, VolumeSettings,
+    DEFAULT_CONTAINERD_CONFIG, KEYS,
 };
 
 use crate::host::Host;

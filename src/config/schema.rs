@@ -231,13 +231,18 @@ pub fn apply(settings: &mut Settings, table: &toml::Table) -> Result<Vec<String>
     Ok(set)
 }
 
+/// The declared key whose dotted name (`hold.timeout`) is `dotted`.
+pub fn key(dotted: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.dotted == dotted)
+}
+
 fn is_section(name: &str) -> bool {
     KEYS.iter().any(|k| k.section == Some(name))
 }
 
 /// Reads one key's value; a value the key refuses is answered with the form it accepts.
 fn apply_key(settings: &mut Settings, dotted: &str, v: &Value) -> Result<(), Fault> {
-    let Some(key) = KEYS.iter().find(|k| k.dotted == dotted) else {
+    let Some(key) = key(dotted) else {
         return Err(((dotted.to_string(), unknown(dotted, v)), Part::Name));
     };
     (key.read)(settings, dotted, v).map_err(|(at, problem)| {
