@@ -1,11 +1,14 @@
 #!/bin/bash
-# Build the cached Debian 12 guest base: a rootfs tarball (mmdebstrap minbase),
-# the kernel as an uncompressed ELF (PVH entry, fast direct boot under TCG) and a
-# small generic dracut initrd. Output: $1/{rootfs.tar,vmlinux,initrd.img,kver}
-# The caller keys $1 by a hash of this file; the .deb folder ($2) is shared
-# across keys so rebuilding after an edit needs no network for known packages.
+# Build a cached guest base: a rootfs tarball (mmdebstrap minbase) of Debian SUITE
+# (bookworm, the default: Debian 12; trixie: Debian 13), the kernel as an uncompressed
+# ELF (PVH entry, fast direct boot under TCG) and a small generic dracut initrd.
+# Output: $1/{rootfs.tar,vmlinux,initrd.img,kver}
+#   build-base.sh OUT DEBS [SUITE]
+# The caller keys $1 by a hash of this file and the suite; the .deb folder ($2) is shared
+# across keys of one suite so rebuilding after an edit needs no network for known packages.
+# Both suites come from the same mirror, the host's.
 set -euo pipefail
-out=$1 debs=$2
+out=$1 debs=$2 suite=${3:-bookworm}
 mkdir -p "$out" "$debs"
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -33,7 +36,7 @@ mmdebstrap --variant=minbase --mode=root --format=tar \
   --customize-hook='chroot "$1" sh -c "ls /boot; kver=\$(ls /lib/modules | head -n1); echo \$kver > /boot/kver; dracut --force --kver \$kver /boot/initrd.img-vmtests \$kver && chmod 0644 /boot/initrd.img-vmtests"' \
   --customize-hook="copy-out /boot $tmp" \
   --customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb; echo vmtest > "$1/etc/hostname"; printf "root:vmtest\n" | chroot "$1" chpasswd || true' \
-  bookworm "$tmp/rootfs.tar" "$mirror"
+  "$suite" "$tmp/rootfs.tar" "$mirror"
 
 kver=$(cat "$tmp/boot/kver")
 # vmlinuz (bzImage) -> vmlinux: find the compressed payload and unpack it.

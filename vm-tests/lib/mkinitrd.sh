@@ -1,7 +1,7 @@
 #!/bin/bash
 # The initrd every scenario but `dracut` boots: guest/tiny-init.c as /init and the
 # modules the root filesystem needs (virtio_blk over virtio_pci, ext4, crc32c), with
-# their dependencies, from the guest's own kernel, in load order.
+# their dependencies, from the guest's own kernel, in load order, uncompressed.
 # Usage: mkinitrd.sh ROOT KVER OUT   (ROOT: the guest's unpacked root filesystem)
 set -euo pipefail
 root=$1 kver=$2 out=$3
@@ -25,12 +25,23 @@ need() {
 }
 for m in kernel/drivers/virtio/virtio_pci.ko kernel/drivers/block/virtio_blk.ko \
          kernel/crypto/crc32c_generic.ko kernel/fs/ext4/ext4.ko; do
-  grep -q "^$m:" "$mods/modules.dep" || { echo "mkinitrd: $m not in $mods/modules.dep" >&2; exit 1; }
-  need "$m"
+  # built into the kernel (Debian 13's virtio_pci): nothing to load
+  grep -qx "$m" "$mods/modules.builtin" 2>/dev/null && continue
+  # as modules.dep names it: Debian 13's kernel ships its modules compressed (NAME.ko.xz)
+  found=$(grep -oE "^$m(\.xz|\.zst|\.gz)?:" "$mods/modules.dep" | head -n 1) ||
+    { echo "mkinitrd: $m not in $mods/modules.dep nor built in" >&2; exit 1; }
+  need "${found%:}"
 done
+# each module uncompressed: tiny-init's finit_module loads a plain .ko
 for m in "${order[@]}"; do
-  cp "$mods/$m" "$tmp/lib/modules/"
-  echo "/lib/modules/$(basename "$m")"
+  plain=$(basename "${m%.ko*}").ko
+  case $m in
+    *.xz) xz -dc "$mods/$m" ;;
+    *.zst) zstd -qdc "$mods/$m" ;;
+    *.gz) gzip -dc "$mods/$m" ;;
+    *) cat "$mods/$m" ;;
+  esac >"$tmp/lib/modules/$plain"
+  echo "/lib/modules/$plain"
 done >"$tmp/modules"
 ( cd "$tmp" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0 ) >"$out"
 echo "mkinitrd: $out ($(du -k "$out" | cut -f1) KiB): $(tr '\n' ' ' <"$tmp/modules")"
