@@ -34,23 +34,35 @@ t_booted=$(cut -d' ' -f1 /proc/uptime)
 block() { local p=$1 t0; shift; t0=$(cut -d' ' -f1 /proc/uptime)
   timeout 20 "$@" 2>&1 | sed "s/^/$p| /"; echo "$p.rc=${PIPESTATUS[0]}"
   echo "$p.secs=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{printf "%.2f", b-a}')"; }
-if [ "$scenario" = healthy ]; then
-  # healthy's systemd-analyze verify starts first, in the background, beside the other
-  # probes; its block is collected below
+# systemd-analyze verify starts first, in the background, beside the other probes; its
+# block is collected below. healthy's: the guard's units and drop-ins; trixie-cloud-init's:
+# with cloud-init's units (24.3 and later: -main, -network), whose ordering against
+# containerd's must make no cycle
+verify_units=()
+case $scenario in
+  healthy) verify_units=(containerd.service kubelet.service) ;;
+  trixie-cloud-init) verify_units=(containerd.service kubelet.service cloud-init-local.service cloud-init-main.service \
+    cloud-init-network.service cloud-config.service cloud-final.service) ;;
+esac
+if [ ${#verify_units[@]} -gt 0 ]; then
   block verify systemd-analyze verify --man=no /usr/lib/systemd/system/containerd-guard-hygiene.service \
-    /usr/lib/systemd/system/containerd-guard-hygiene.timer containerd.service kubelet.service >/run/vm-tests/verify.out 2>&1 &
+    /usr/lib/systemd/system/containerd-guard-hygiene.timer "${verify_units[@]}" >/run/vm-tests/verify.out 2>&1 &
 fi
 {
 echo "scenario=$scenario"
 echo "uptime=$t_booted"
 echo "report_started=$t_report"
 echo "cmdline=$(cat /proc/cmdline)"
+# which guest: the Debian release and the versions the scenarios are about
+echo "guest.os=$(. /etc/os-release && echo "$ID $VERSION_ID $VERSION_CODENAME")"
+# shellcheck disable=SC2016 # dpkg-query's ${fields}
+echo "guest.versions=$(dpkg-query -W -f='${Package}=${Version} ' systemd containerd cloud-init 2>/dev/null | sed 's/ $//')"
 # the units' properties in one systemctl call (a call per unit cost a second of every
 # boot under TCG): one paragraph per unit, named by its Id. The volume's device unit for
 # healthy's critical chain (vm-tests/run cost)
 systemctl show containerd.service kubelet.service var-lib-containerd.mount vm-tests-hotplug.service \
     containerd-guard-initrd.service vm-tests-scenario.service containerd-guard-hygiene.service cloud-init.service \
-    /dev/disk/by-label/ctrd-eph \
+    cloud-init-main.service cloud-init-network.service cloud-final.service /dev/disk/by-label/ctrd-eph \
     -p Id,LoadState,ActiveState,SubState,Result,ExecMainStatus,NRestarts \
     -p InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic,ExecMainStartTimestampMonotonic \
     -p ExecMainExitTimestampMonotonic,StatusText,InvocationID,MainPID 2>/dev/null >/run/vm-tests/units.txt
@@ -95,7 +107,7 @@ fi
 # only where it is judged (cycle). Not filtered by _PID=1: systemd breaks the cycles of
 # the first transaction before journald runs, and journald takes those lines from the
 # kernel's log, without _PID
-case $scenario in cycle*)
+case $scenario in cycle*|trixie-cloud-init)
   block cycle sh -c "journalctl -b -o cat --no-pager | grep -iE 'ordering cycle|to break ordering|Found dependency' || true" ;;
 esac
 # the guard's own lines in containerd's and kubelet's pre-starts
@@ -113,6 +125,8 @@ if [ "$scenario" = healthy ]; then
   # under TCG (it asks PID 1 for every unit's timestamps)
   echo "userspace_mono=$(systemctl show -p UserspaceTimestampMonotonic --value)"
   block analyze systemd-analyze
+fi
+if [ ${#verify_units[@]} -gt 0 ]; then
   wait   # verify, started in the background at the top
   cat /run/vm-tests/verify.out
 fi
@@ -126,12 +140,12 @@ case $scenario in cloud-init-again)
       "/org/freedesktop/systemd1/unit/${u}_2eservice" org.freedesktop.systemd1.Service ExecStartPre 2>&1 | tr '\n' ' ')"
   done ;;
 esac
-case $scenario in cloud-init*)
+case $scenario in cloud-init*|trixie-cloud-init)
   echo "containerd.timeout=$(systemctl show -p TimeoutStartUSec --value containerd.service)"
   echo "fstab=$(grep -E '[[:space:]]/var/lib/containerd[[:space:]]' /etc/fstab | tr '\t' ' ')"
   # what `cloud-init status` reads (the command itself, python, took 8 s under TCG)
   echo "cloudinit.result=$(tr -d '\n' </run/cloud-init/result.json 2>&1 | tr -s ' ')"
-  block cloudinit sh -c "journalctl -b -o short-monotonic --no-hostname -u cloud-init-local.service -u cloud-init.service | grep -iE 'vm-tests|disk_setup|fs_setup|mounts|Finished|Started|error|warn' | head -n 30" ;;
+  block cloudinit sh -c "journalctl -b -o short-monotonic --no-hostname -u cloud-init-local.service -u cloud-init.service -u cloud-init-main.service -u cloud-init-network.service | grep -iE 'vm-tests|disk_setup|fs_setup|mounts|Finished|Started|error|warn' | head -n 30" ;;
 esac
 case $scenario in dracut*)
   # the initrd's manager: when initrd-fs.target was reached and when the guard's initrd

@@ -10,7 +10,8 @@
 #   GUARD      a prebuilt guard binary installed over the package's (VM_GUARD)
 # Environment: ASSEMBLE_ROOTFS, another root filesystem tarball than BASE's rootfs.tar
 # (the cloud-init scenario's: cloudify.sh); ASSEMBLE_ROOT_ONLY=1 writes root.img only
-# (no initrds: the scenario boots the suite's, same kernel)
+# (no initrds: the scenario boots the suite's, same kernel), and with ASSEMBLE_TINY_INITRD=1
+# also initrd.img, the tiny initrd of BASE's kernel (the trixie guest)
 set -euo pipefail
 base=$1 repo=$2 deb=$3 probe=$4 out=$5 workload=$6 newer=$7 guard=${8:-}
 g=$repo/vm-tests/guest
@@ -106,6 +107,11 @@ printf 'blacklist kvm\nblacklist kvm_amd\nblacklist kvm_intel\nblacklist powerno
   > "$root/etc/modprobe.d/vm-tests.conf"
 
 root_only=${ASSEMBLE_ROOT_ONLY:-0}
+# a guest on a kernel of its own (the trixie guest's: BASE's kernel is not the suite's):
+# its own tiny initrd beside root.img, no dracut initrd (no trixie scenario boots one)
+if [ "$root_only" = 1 ] && [ "${ASSEMBLE_TINY_INITRD:-0}" = 1 ]; then
+  "$(dirname "$0")/mkinitrd.sh" "$root" "$kver" "$out/initrd.img"
+fi
 if [ "$root_only" != 1 ]; then
 # --- the initrd with the containerd-guard dracut module (scenario dracut) ---
 for m in proc sys dev dev/pts; do mount --bind "/$m" "$root/$m"; done

@@ -1,8 +1,9 @@
 #!/bin/bash
 # vm-tests: everything a run needs before its first boot (the host side's Rust, crate
 # vm-tests/host, runs this once): the host's tools, the package built twice (scripts/deb),
-# the cached Debian 12 guest base, the suite's images (keyed by their inputs), the images
-# of the scenarios that have their own, the accelerator.
+# the cached Debian 12 guest base (and Debian 13's for the trixie scenarios), the suite's
+# images (keyed by their inputs), the images of the scenarios that have their own, the
+# accelerator.
 #
 #   lib/prepare.sh RUNS [SCENARIO...]
 #
@@ -68,20 +69,42 @@ for b in "$probe" "$workload"; do
   [ -x "$b" ] || { echo "vm-tests: scripts/deb built no $b (log: $cache/deb.log)" >&2; exit 1; }
 done
 
-# ---------------------------------------------------------------- base image (cached)
-key=$(cat "$lib/build-base.sh" "$lib/extract-vmlinux.sh" "$here/guest/dracut-vmtests.conf" | sha256sum | cut -c1-16)
+# ---------------------------------------------------------------- base images (cached)
+# base_key SUITE: the key of a guest base, a hash of its build script and package list
+# (and the suite's name: the bookworm key is the hash of the files alone)
+base_key() {
+  { cat "$lib/build-base.sh" "$lib/extract-vmlinux.sh" "$here/guest/dracut-vmtests.conf"
+    [ "$1" = bookworm ] || echo "$1"; } | sha256sum | cut -c1-16
+}
+# build_base DIR SUITE WHAT: the base in DIR (its apt cache, debs/, beside it), once;
+# old bases in DIR's folder go a day after they were last used
+build_base() {
+  local dir=$1 suite=$2 what=$3 t0
+  if [ ! -s "$dir/rootfs.tar" ]; then
+    log "building the $what guest base ($dir); about 2 min, once"
+    t0=$(date +%s)
+    mkdir -p "$(dirname "$dir")/debs"
+    "$lib/build-base.sh" "$dir" "$(dirname "$dir")/debs" "$suite" >"$dir.log" 2>&1 ||
+      { tail -n 40 "$dir.log" >&2; echo "vm-tests: $what base image build failed" >&2; exit 1; }
+    log "$what base built in $(( $(date +%s) - t0 ))s ($(du -sh "$dir" | cut -f1))"
+  else
+    log "reusing cached $what base $dir"
+  fi
+}
+key=$(base_key bookworm)
 base=$cache/base-$key
-if [ ! -s "$base/rootfs.tar" ]; then
-  log "building the Debian 12 guest base ($base); about 2 min, once"
-  t0=$(date +%s)
-  "$lib/build-base.sh" "$base" "$cache/debs" >"$cache/base-$key.log" 2>&1 ||
-    { tail -n 40 "$cache/base-$key.log" >&2; echo "vm-tests: base image build failed" >&2; exit 1; }
-  log "base built in $(( $(date +%s) - t0 ))s"
-else
-  log "reusing cached base $base"
-fi
+build_base "$base" bookworm "Debian 12"
 # old bases and suites
 find "$cache" -maxdepth 1 \( -name 'base-*' -o -name 'suite-*' \) ! -name "base-$key*" -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
+# the trixie scenarios' guest: Debian 13 (systemd 257, cloud-init 25, containerd 1.7) from
+# the same mirror, its base and apt cache in a folder of their own
+tbase=
+if [[ $scenarios == *" trixie-"* ]]; then
+  tkey=$(base_key trixie)
+  tbase=$cache/trixie/base-$tkey
+  build_base "$tbase" trixie "Debian 13 (trixie)"
+  find "$cache/trixie" -maxdepth 1 -name 'base-*' ! -name "base-$tkey*" -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
+fi
 
 # ---------------------------------------------------------------- suite image (cached by inputs)
 # the packages by their contents and control fields (a rebuilt .deb differs in its dates)
@@ -125,6 +148,32 @@ if [[ $scenarios == *" cloud-init "* ]] && [ ! -s "$cloudimg" ]; then
   log "cloud-init guest assembled in $(( $(date +%s) - t0 ))s"
 fi
 
+# the trixie scenarios' guest (trixie-healthy, trixie-stale, trixie-cloud-init): one image,
+# assembled as the cloud-init guest is, from the trixie base plus cloud-init (cloudify.sh,
+# cached with that base), with its own kernel and tiny initrd beside it; cached with the
+# suite. healthy and stale boot it with cloud-init=disabled on the kernel command line.
+trixie=$suite/trixie
+if [ -n "$tbase" ] && { [ ! -s "$trixie/root.img" ] || [ ! -s "$trixie/initrd.img" ]; }; then
+  tcloud=$tbase/cloud-$(sha256sum "$lib/cloudify.sh" | cut -c1-16).tar
+  if [ ! -s "$tcloud" ]; then
+    log "adding cloud-init to the trixie guest base (apt in a chroot, once per base)"
+    t0=$(date +%s)
+    rm -f "$tbase"/cloud-*.tar
+    "$lib/cloudify.sh" "$tbase/rootfs.tar" "$tcloud" "$cache/trixie/debs-cloud" >"$tbase/cloudify.log" 2>&1 ||
+      { tail -n 30 "$tbase/cloudify.log" >&2; echo "vm-tests: installing cloud-init in the trixie base failed" >&2; exit 1; }
+    log "trixie cloud-init base built in $(( $(date +%s) - t0 ))s"
+  fi
+  log "assembling the trixie guest (from the trixie cloud-init base)"
+  t0=$(date +%s)
+  rm -rf "$trixie"
+  ASSEMBLE_ROOTFS=$tcloud ASSEMBLE_ROOT_ONLY=1 ASSEMBLE_TINY_INITRD=1 \
+    "$lib/assemble.sh" "$tbase" "$repo" "$deb" "$probe" "$trixie" "$workload" "$newer" "$guard" \
+    >"$suite/trixie.log" 2>&1 ||
+    { tail -n 30 "$suite/trixie.log" >&2; echo "vm-tests: assembling the trixie guest failed" >&2; exit 1; }
+  ln -f "$tbase/vmlinux" "$trixie/vmlinux" 2>/dev/null || cp "$tbase/vmlinux" "$trixie/vmlinux"
+  log "trixie guest assembled in $(( $(date +%s) - t0 ))s ($(du -sh --apparent-size "$trixie/root.img" | cut -f1) image, $(du -sh "$trixie/root.img" | cut -f1) on disk)"
+fi
+
 # the dracut-var scenario's images: the suite's with /var moved to a filesystem of its own
 # (labelled vmvar, in fstab, not mounted in the initrd); cached with the suite
 varroot=$suite/root-var.img varimg=$suite/var.img
@@ -162,4 +211,4 @@ case ${VM_ACCEL:-probe} in
 esac
 
 printf '%s\n' "base=$base" "suite=$suite" "lintguard=$lintguard" "cloudimg=$cloudimg" \
-  "varroot=$varroot" "varimg=$varimg" "accel=$accel" >&3
+  "varroot=$varroot" "varimg=$varimg" "trixie=$trixie" "accel=$accel" >&3

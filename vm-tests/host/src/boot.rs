@@ -19,6 +19,8 @@ pub struct Prepared {
     pub cloudimg: PathBuf,
     pub varroot: PathBuf,
     pub varimg: PathBuf,
+    /// the trixie guest's directory: vmlinux, initrd.img, root.img
+    pub trixie: PathBuf,
     pub accel: String,
 }
 
@@ -69,6 +71,7 @@ pub fn prepare(lib: &Path, runs: &Path, names: &[String]) -> Result<Prepared, St
         cloudimg: p("cloudimg"),
         varroot: p("varroot"),
         varimg: p("varimg"),
+        trixie: p("trixie"),
         accel: kv.get("accel").copied().unwrap_or("").to_string(),
     };
     if prep.suite.as_os_str().is_empty() || prep.accel.is_empty() {
@@ -111,6 +114,8 @@ pub fn overlay(lib: &Path, backing: &Path, file: &Path) -> Result<(), String> {
 /// One boot's qemu drives besides the ephemeral disk.
 #[derive(Debug, Clone, Default)]
 pub struct Drives {
+    /// the kernel, when not the base's (the trixie guest's)
+    pub kernel: Option<PathBuf>,
     pub root: String,
     pub seed: Option<String>,
     pub var: Option<String>,
@@ -132,7 +137,11 @@ pub fn boot(
 ) -> Result<(), String> {
     let mut cmd = Command::new(lib.join("boot.sh"));
     cmd.arg(dir).arg(initrd).arg(disk.word()).arg(append);
-    cmd.env("BOOT_KERNEL", p.base.join("vmlinux"))
+    let kernel = drives
+        .kernel
+        .clone()
+        .unwrap_or_else(|| p.base.join("vmlinux"));
+    cmd.env("BOOT_KERNEL", kernel)
         .env("BOOT_ROOTDRIVE", &drives.root)
         .env("BOOT_SEEDDRIVE", drives.seed.as_deref().unwrap_or(""))
         .env("BOOT_VARDRIVE", drives.var.as_deref().unwrap_or(""))

@@ -247,6 +247,12 @@ mod tests {
         assert!(p("no-such")
             .unwrap_err()
             .contains("unknown scenario no-such"));
+        let a = p("trixie-healthy trixie-stale trixie-cloud-init").unwrap();
+        assert_eq!(
+            a.names,
+            ["trixie-healthy", "trixie-stale", "trixie-cloud-init"]
+        );
+        assert!(ALL.ends_with(" cloud-init trixie-healthy trixie-stale trixie-cloud-init"));
         assert!(p("--list").unwrap().list);
         assert!(p("--lint /nonexistent x").is_err());
     }

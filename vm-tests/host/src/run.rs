@@ -4,7 +4,7 @@
 use crate::boot::{self, Drives, Prepared};
 use crate::checks::{chaos, lint, scenarios::Ctx, text, Judge};
 use crate::facts::Boot;
-use crate::scenarios::{Disk, Initrd, Root, Scenario, CLOUD_TIMEOUT, CLOUD_WAIT};
+use crate::scenarios::{Disk, Root, Scenario, CLOUD_TIMEOUT, CLOUD_WAIT};
 use crate::summary::{console_tail, cost_lines, journal_tail, log, say, Summary};
 use std::path::{Path, PathBuf};
 
@@ -183,10 +183,7 @@ impl Run {
         }
         log(&format!("scenario {}: booting", s.name));
         let drives = self.drives(s, d)?;
-        let initrd = p.suite.join(match s.initrd {
-            Initrd::Suite => "initrd.img",
-            Initrd::Guard => "initrd-guard.img",
-        });
+        let initrd = s.initrd.path(p);
         let t = timeout(s.timeout);
         boot::boot(lib, p, d, &initrd, s.disk, &s.append(), &drives, t, None)?;
         let Some(second) = s.second_boot else {
@@ -263,6 +260,10 @@ impl Run {
             Root::SeparateVar => {
                 drives.root = snap(&p.varroot, "root");
                 drives.var = Some(snap(&p.varimg, "var"));
+            }
+            Root::Trixie => {
+                drives.root = snap(&p.trixie.join("root.img"), "root");
+                drives.kernel = Some(p.trixie.join("vmlinux"));
             }
         }
         if s.cloud_seed {

@@ -3,8 +3,10 @@
 //! scenario: a `Scenario` here, its checks (crate::checks), and what its guest does under
 //! `vmtest.scenario=NAME` (guest/vm-tests-generator, guest/scenario.sh).
 
+use crate::boot::Prepared;
 use crate::checks::scenarios::Ctx;
-use crate::checks::{images, node, ops, package, recover, scenarios as sc, Judge};
+use crate::checks::{images, node, ops, package, recover, scenarios as sc, trixie, Judge};
+use std::path::PathBuf;
 
 /// cloud-init, scaled down: its wait (the seed's bootcmd) is twice containerd's start
 /// timeout (a guest drop-in in place of the shipped 150 s). The timeout must still exceed
@@ -13,8 +15,8 @@ pub const CLOUD_WAIT: u32 = 30;
 pub const CLOUD_TIMEOUT: u32 = 15;
 
 /// Every stage a plain `vm-tests/run` runs, in order (`--list`): two without a boot, then
-/// the boot scenarios.
-pub const ALL: &str = "dracut-build lint healthy hotplug never wrong-disk stale cycle cycle-guard dracut dracut-var restore k3s leaked-task ops readme-recovery package cloud-init";
+/// the boot scenarios (the Debian 12 guest's, then the Debian 13 guest's).
+pub const ALL: &str = "dracut-build lint healthy hotplug never wrong-disk stale cycle cycle-guard dracut dracut-var restore k3s leaked-task ops readme-recovery package cloud-init trixie-healthy trixie-stale trixie-cloud-init";
 
 /// The ephemeral disk (/dev/vdb), a 256 MiB ext4 (or blank) image.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,13 +51,28 @@ pub enum Root {
     /// the suite's image with /var on a filesystem of its own (lib/varify.sh), both
     /// copy-on-write
     SeparateVar,
+    /// the Debian 13 (trixie) guest's image with cloud-init, copy-on-write, booted with
+    /// its own kernel
+    Trixie,
 }
 
-/// The initrd: the suite's minimal one, or dracut's with the guard's module.
+/// The initrd: the suite's minimal one, dracut's with the guard's module, or the trixie
+/// guest's minimal one (its own kernel's modules).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Initrd {
     Suite,
     Guard,
+    Trixie,
+}
+
+impl Initrd {
+    pub fn path(self, p: &Prepared) -> PathBuf {
+        match self {
+            Initrd::Suite => p.suite.join("initrd.img"),
+            Initrd::Guard => p.suite.join("initrd-guard.img"),
+            Initrd::Trixie => p.trixie.join("initrd.img"),
+        }
+    }
 }
 
 /// A second boot of the same disks, in a subdirectory, with its own command line.
@@ -103,6 +120,16 @@ const BASE: Scenario = Scenario {
     second_boot: None,
     checks: sc::healthy,
     cost: false,
+};
+
+/// The Debian 13 (trixie) guest: systemd 257, cloud-init 25, containerd 1.7 from the
+/// archive, the same package. Its healthy and stale boots are the Debian 12 guest's
+/// (the same generator words, `vmtest.scenario=` given again) with cloud-init disabled
+/// for the boot (`cloud-init=disabled`, cloud-init's own kernel switch).
+const TRIXIE: Scenario = Scenario {
+    root: Root::Trixie,
+    initrd: Initrd::Trixie,
+    ..BASE
 };
 
 /// The boot scenarios; `bare-dir` and `cycle-budget` are opt-in (not in ALL).
@@ -194,6 +221,28 @@ pub const SCENARIOS: &[Scenario] = &[
         checks: images::cloud,
         ..BASE
     },
+    Scenario {
+        name: "trixie-healthy",
+        cmdline: "vmtest.scenario=healthy cloud-init=disabled",
+        checks: trixie::healthy,
+        ..TRIXIE
+    },
+    Scenario {
+        name: "trixie-stale",
+        cmdline: "vmtest.scenario=stale vmtest.mountafter=containerd.service cloud-init=disabled",
+        checks: trixie::stale,
+        ..TRIXIE
+    },
+    // one boot: cloud-init 25 formats and mounts the blank disk in its network stage
+    Scenario {
+        name: "trixie-cloud-init",
+        label: "none",
+        cmdline: "vmtest.mount=no vmtest.starttimeout=15",
+        cloud_seed: true,
+        timeout: 600,
+        checks: trixie::cloud,
+        ..TRIXIE
+    },
 ];
 
 impl Scenario {
@@ -224,10 +273,12 @@ mod tests {
             );
         }
         // cloud-init's start timeout is the constant its checks compare with
-        let c = Scenario::find("cloud-init").unwrap();
-        assert!(c
-            .cmdline
-            .contains(&format!("vmtest.starttimeout={CLOUD_TIMEOUT}")));
+        for name in ["cloud-init", "trixie-cloud-init"] {
+            let c = Scenario::find(name).unwrap();
+            assert!(c
+                .cmdline
+                .contains(&format!("vmtest.starttimeout={CLOUD_TIMEOUT}")));
+        }
         assert_eq!(
             Scenario::find("never").unwrap().append(),
             "vmtest.scenario=never vmtest.devtimeout=10 vmtest.guardwait=5 vmtest.hold=10"

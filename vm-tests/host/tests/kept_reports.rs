@@ -45,6 +45,9 @@ fn kept_reports_get_the_shells_verdicts() {
         "readme-recovery",
         "ops",
         "package",
+        "trixie-healthy",
+        "trixie-stale",
+        "trixie-cloud-init",
     ] {
         let (ok, lines) = judge(name, &run.join(name));
         assert_eq!(
@@ -154,6 +157,14 @@ impl Variant {
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.contains(from), "{file} has no '{from}'");
         fs::write(&path, text.replace(from, to)).unwrap();
+        self
+    }
+
+    /// One more line at the end of the report (a block's line: `NAME| TEXT`).
+    fn line(self, line: &str) -> Variant {
+        let path = self.dir.join("report.txt");
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(&path, format!("{text}{line}\n")).unwrap();
         self
     }
 
@@ -331,4 +342,55 @@ fn the_lint_stage_fails_on_a_wrong_exit() {
     assert!(lines.iter().any(
         |l| l.starts_with("  FAIL kill-mode: lint.kill-mode fail (want fail), exit 0 (want 1)")
     ));
+}
+
+#[test]
+fn the_trixie_boots_fail_on_each_broken_fact() {
+    let ci = "trixie-cloud-init";
+    Variant::of(ci)
+        .fact("report.txt", "guest.os", "debian 12 bookworm")
+        .fails(ci, "the guest is Debian 13 (debian 12 bookworm)");
+    Variant::of(ci)
+        .fact("report.txt", "unit.cloud-init.service.LoadState", "loaded")
+        .fails(
+            ci,
+            "cloud-init's units since 24.3: cloud-init.service loaded",
+        );
+    Variant::of(ci)
+        .fact("report.txt", "containerd.prestart_failures", "1")
+        .fails(ci, "containerd's pre-start never failed (1 failure(s)");
+    // containerd held behind cloud-init's last stage
+    Variant::of(ci)
+        .fact(
+            "report.txt",
+            "unit.cloud-final.service.ActiveEnterTimestampMonotonic",
+            "1000000",
+        )
+        .fails(ci, "before cloud-final.service finished at 1.00s");
+    Variant::of(ci)
+        .line("cycle| Job containerd.service/start deleted to break ordering cycle starting with cloud-final.service/start")
+        .fails(ci, "no job deleted to break an ordering cycle");
+    Variant::of(ci)
+        .line("verify| cloud-final.service: Found ordering cycle on containerd.service/start")
+        .fails(
+            ci,
+            "systemd-analyze verify passes on containerd's, kubelet's and cloud-init's units",
+        );
+    Variant::of(ci)
+        .without_block("cycle")
+        .fact("report.txt", "cycle.rc", "")
+        .fails(ci, "no job deleted to break an ordering cycle");
+    Variant::of("trixie-healthy")
+        .fact(
+            "report.txt",
+            "unit.cloud-init-main.service.InactiveExitTimestampMonotonic",
+            "5000000",
+        )
+        .fails("trixie-healthy", "cloud-init is installed and disabled");
+    Variant::of("trixie-stale")
+        .fact("report.txt", "containerd.starts", "1")
+        .fails(
+            "trixie-stale",
+            "runtime guard restarted containerd exactly once",
+        );
 }

@@ -86,7 +86,7 @@ fn volume_mounted_once(j: &mut Judge, r: &Report) {
 pub fn cloud(j: &mut Judge, x: &Ctx) {
     let again = Boot::load(&x.dir.join("again"));
     j.note(format!("  -- first boot: cloud-init ({CLOUD_WAIT} s of bootcmd first) formats and mounts the blank disk"));
-    cloud_boot(j, &x.r, true);
+    cloud_boot(j, &x.r, true, "cloud-init.service");
     match again {
         Ok(Boot {
             report: Some(r2), ..
@@ -95,7 +95,7 @@ pub fn cloud(j: &mut Judge, x: &Ctx) {
                 .map(|b| b.walls())
                 .unwrap_or_default();
             j.note(format!("  -- second boot of the same disks ({walls})"));
-            cloud_boot(j, &r2, false);
+            cloud_boot(j, &r2, false, "cloud-init.service");
         }
         _ => {
             let host = crate::facts::small_file(&x.dir.join("again/host.txt"));
@@ -107,11 +107,13 @@ pub fn cloud(j: &mut Judge, x: &Ctx) {
     }
 }
 
-fn cloud_boot(j: &mut Judge, r: &Report, first_boot: bool) {
-    let ci = "cloud-init.service";
+/// One boot of the cloud-init guest; `ci` is the unit of cloud-init's stage that runs
+/// bootcmd, disk_setup, fs_setup and mounts (cloud-init.service before 24.3,
+/// cloud-init-network.service from 24.3 on).
+pub(super) fn cloud_boot(j: &mut Judge, r: &Report, first_boot: bool, ci: &str) {
     j.check(
         format!(
-            "cloud-init.service ran ({}/{}); its result.json: {}",
+            "{ci} ran ({}/{}); its result.json: {}",
             r.unit(ci, "Result"),
             r.unit(ci, "ActiveState"),
             cut(&r.get("cloudinit.result"), 120)
@@ -138,7 +140,7 @@ fn cloud_boot(j: &mut Judge, r: &Report, first_boot: bool) {
         ),
     );
     if first_boot {
-        cloud_waited(j, r);
+        cloud_waited(j, r, ci);
     } else {
         let line = bootcost(j, r);
         j.after.push(format!("  {line}"));
@@ -149,8 +151,7 @@ fn cloud_boot(j: &mut Judge, r: &Report, first_boot: bool) {
 }
 
 /// cloud-init's full wait, longer than containerd's start timeout (both scaled down).
-fn cloud_waited(j: &mut Judge, r: &Report) {
-    let ci = "cloud-init.service";
+fn cloud_waited(j: &mut Judge, r: &Report, ci: &str) {
     let took = secs(
         r.us(ci, "InactiveExitTimestampMonotonic"),
         r.us(ci, "ActiveEnterTimestampMonotonic"),
@@ -161,7 +162,7 @@ fn cloud_waited(j: &mut Judge, r: &Report) {
     );
     let done = cut(&first(&r.block("cloudinit"), "cloud-init slow done"), 80);
     j.check(
-        format!("cloud-init took its full wait: {took}s in cloud-init.service ({done})"),
+        format!("cloud-init took its full wait: {took}s in {ci} ({done})"),
         awk_num(&took) >= CLOUD_WAIT as f64,
     );
     let t = r.get("containerd.timeout");

@@ -13,6 +13,7 @@ pub mod package_after;
 pub mod recover;
 pub mod scenarios;
 pub mod text;
+pub mod trixie;
 
 /// One scenario's verdict in the making: its evidence lines and whether all passed.
 #[derive(Debug)]
