@@ -31,63 +31,14 @@ mkdir -p "$cache/debs"
 cache=$(cd "$cache" && pwd)
 
 # ---------------------------------------------------------------- base images (cached)
-# base_key SUITE: the key of a guest base, a hash of its build script and package list
-# (and the suite's name: the bookworm key is the hash of the files alone)
-base_key() {
-  { cat "$lib/build-base.sh" "$lib/extract-vmlinux.sh" "$here/guest/dracut-vmtests.conf"
-    [ "$1" = bookworm ] || echo "$1"; } | sha256sum | cut -c1-16
-}
-# build_base DIR SUITE WHAT: the base in DIR (its apt cache, debs/, beside it), once
-build_base() {
-  local dir=$1 suite=$2 what=$3 t0
-  if [ ! -s "$dir/rootfs.tar" ]; then
-    log "building the $what guest base ($dir); about 2 min, once"
-    t0=$(date +%s)
-    mkdir -p "$(dirname "$dir")/debs"
-    "$lib/build-base.sh" "$dir" "$(dirname "$dir")/debs" "$suite" >"$dir.log" 2>&1 ||
-      { tail -n 40 "$dir.log" >&2; echo "vm-tests: $what base image build failed" >&2; exit 1; }
-    log "$what base built in $(( $(date +%s) - t0 ))s ($(du -sh "$dir" | cut -f1))"
-  else
-    log "reusing cached $what base $dir"
-  fi
-}
-# cloud_base BASE DEBS WHAT: BASE plus cloud-init (cloudify.sh), cached beside it and
-# keyed by cloudify.sh (its apt install took 25-40 s of every run with a new package)
-cloud_tar() { echo "$1/cloud-$(sha256sum "$lib/cloudify.sh" | cut -c1-16).tar"; }
-cloud_base() {
-  local base=$1 debs=$2 what=$3 tar t0
-  tar=$(cloud_tar "$base")
-  [ ! -s "$tar" ] || return 0
-  log "adding cloud-init to the $what guest base (apt in a chroot, once per base; packages cached in $debs)"
-  t0=$(date +%s)
-  rm -f "$base"/cloud-*.tar
-  "$lib/cloudify.sh" "$base/rootfs.tar" "$tar" "$debs" >"$base/cloudify.log" 2>&1 ||
-    { tail -n 30 "$base/cloudify.log" >&2; echo "vm-tests: installing cloud-init in the $what base failed" >&2; exit 1; }
-  log "$what cloud-init base built in $(( $(date +%s) - t0 ))s"
-}
-key=$(base_key bookworm)
-base=$cache/base-$key
-# the trixie scenarios' guest: Debian 13 (systemd 257, cloud-init 25, containerd 1.7) from
-# the same mirror, its base and apt cache in a folder of their own
-tbase=
-if [[ $scenarios == *" trixie-"* ]]; then
-  tbase=$cache/trixie/base-$(base_key trixie)
-fi
 # Both bases (and their cloud-init variants) are built side by side and beside the
 # package builds below: on a cache miss (a new build script, a first run) that is about
 # 3 minutes of mmdebstrap and apt that would otherwise come before the first boot.
-bases() {
-  { build_base "$base" bookworm "Debian 12"
-    if [[ $scenarios == *" cloud-init "* ]]; then cloud_base "$base" "$cache/debs-cloud" "Debian 12"; fi; } &
-  local b=$!
-  if [ -n "$tbase" ]; then
-    { build_base "$tbase" trixie "Debian 13 (trixie)"
-      cloud_base "$tbase" "$cache/trixie/debs-cloud" "Debian 13 (trixie)"; } &
-    wait $! || exit 1
-  fi
-  wait $b
-}
-bases & bases_pid=$!
+# shellcheck source=vm-tests/lib/bases.sh
+. "$lib/bases.sh"
+base_dirs
+key=${base##*/base-}
+build_bases & bases_pid=$!
 
 # ---------------------------------------------------------------- binaries
 log "building the package (scripts/deb, lintian skipped) with the kubelet stand-in's CRI clients, and a newer version of it"
