@@ -17,13 +17,14 @@ fn containerd_down(t: &TempRoot) -> PathBuf {
     t.write_guard_config_with(|c| c.containerd_wait("100ms"))
 }
 
-/// `guard --config CFG <args> verify` on a 100-column pty, as a person at a terminal
-/// runs it; stderr (the log) is left out. What the terminal received, `\r` removed.
+/// `guard --config CFG <args>` (`args` ends with the command) on a 100-column pty, as a
+/// person at a terminal runs it; stderr (the log) is left out. What the terminal
+/// received, `\r` removed.
 fn on_a_terminal(cfg: &Path, args: &str, env: &[(&str, &str)]) -> String {
     // (the variables on the guard's own line: a shell may set COLUMNS after `stty`)
     let vars: String = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
     let shell = format!(
-        "stty cols 100 rows 50; exec env {vars}{} --config {} {args} verify 2>/dev/null",
+        "stty cols 100 rows 50; exec env {vars}{} --config {} {args} 2>/dev/null",
         guard_bin(),
         cfg.display()
     );
@@ -65,7 +66,7 @@ fn on_a_terminal_the_table_fits_its_width_in_colour() {
     };
     let t = TempRoot::new();
     let cfg = containerd_down(&t);
-    let tty = on_a_terminal(&cfg, "", &[]);
+    let tty = on_a_terminal(&cfg, "verify", &[]);
     assert!(widest(&tty) <= 100, "wider than the terminal:\n{tty}");
     assert!(
         tty.lines().any(|l| l.ends_with('…')),
@@ -84,9 +85,9 @@ fn on_a_terminal_the_table_fits_its_width_in_colour() {
         "a folded id shown without --full:\n{tty}"
     );
 
-    let narrow = on_a_terminal(&cfg, "", &[("COLUMNS", "60")]);
+    let narrow = on_a_terminal(&cfg, "verify", &[("COLUMNS", "60")]);
     assert!(widest(&narrow) <= 60, "COLUMNS not honoured:\n{narrow}");
-    let full = on_a_terminal(&cfg, "--full", &[]);
+    let full = on_a_terminal(&cfg, "--full verify", &[]);
     assert!(
         widest(&full) > 100 && !full.contains('…'),
         "--full trimmed:\n{full}"
@@ -96,8 +97,8 @@ fn on_a_terminal_the_table_fits_its_width_in_colour() {
         "--full lists the folded ids:\n{full}"
     );
     for plain in [
-        on_a_terminal(&cfg, "", &[("NO_COLOR", "1")]),
-        on_a_terminal(&cfg, "--color=never", &[]),
+        on_a_terminal(&cfg, "verify", &[("NO_COLOR", "1")]),
+        on_a_terminal(&cfg, "--color=never verify", &[]),
     ] {
         assert!(!plain.contains('\x1b'), "coloured:\n{plain}");
     }
@@ -177,6 +178,51 @@ fn status_says_when_as_a_time_and_how_long_ago() {
         status.dump()
     );
     assert!(!status.stdout.contains("uptime"), "{}", status.dump());
+}
+
+/// `guard status` reads like `guard verify`'s table: on a terminal each line fits its
+/// width (`--full` trims nothing) and the status words are coloured (`NO_COLOR` and
+/// `--color=never` turn it off); into a pipe it is whole and plain. Phase 1 failed here:
+/// its fix names the volume's path twice, longer than the terminal.
+#[test]
+fn status_on_a_terminal_fits_its_width_in_colour() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let t = TempRoot::new();
+    std::fs::create_dir_all(t.volume_path()).unwrap();
+    let cfg = t.write_guard_config_with(|c| c.volume_wait("100ms"));
+    let g = Guard::with_config(&cfg);
+    assert_eq!(g.run(&["volume"]).code, 1, "premise: phase 1 fails");
+    let tty = on_a_terminal(&cfg, "status", &[]);
+    assert!(widest(&tty) <= 100, "wider than the terminal:\n{tty}");
+    assert!(
+        tty.lines().any(|l| l.ends_with('…')),
+        "nothing trimmed:\n{tty}"
+    );
+    assert!(
+        tty.contains("): \x1b[1;31mFAILED\x1b[0m at "),
+        "FAILED not coloured:\n{tty}"
+    );
+    let full = on_a_terminal(&cfg, "--full status", &[]);
+    assert!(
+        widest(&full) > 100 && !full.contains('…'),
+        "--full trimmed:\n{full}"
+    );
+    for plain in [
+        on_a_terminal(&cfg, "status", &[("NO_COLOR", "1")]),
+        on_a_terminal(&cfg, "--color=never status", &[]),
+    ] {
+        assert!(!plain.contains('\x1b'), "coloured:\n{plain}");
+    }
+    let piped = g.env("COLUMNS", "60").run(&["status"]);
+    assert_eq!(piped.code, 1, "{}", piped.dump());
+    assert!(
+        !piped.stdout.contains('…') && widest(&piped.stdout) > 100,
+        "{}",
+        piped.dump()
+    );
+    assert!(!piped.stdout.contains('\x1b'), "{}", piped.dump());
 }
 
 /// `-v` adds the reasons (what each look saw and what it decided), not the span timings;

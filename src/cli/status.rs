@@ -1,9 +1,11 @@
 //! `guard status`: this boot's last phase-1 outcome, the last phase-2 outcome and the
 //! remediation history, from the files in `state_dir`. Read-only; never waits on the lock.
+//! On a terminal its lines are drawn as `guard verify`'s table is (`cli/terminal.rs`):
+//! trimmed to the width, each status word coloured.
 
 use super::{Context, Exit};
-use crate::report::{escape, Status};
-use crate::state::ledger::State;
+use crate::report::{escape, styled_line, Status};
+use crate::state::ledger::{Outcome, Record, State};
 use crate::state::volume::VolumeRecord;
 use crate::state::{LedgerFile, StateDir};
 
@@ -22,14 +24,20 @@ pub fn run(ctx: &Context) -> Exit {
         print_json(&dir, volume.as_ref(), state.as_ref());
     } else {
         print_volume(volume.as_ref());
-        println!("state file: {}", dir.ledger_path().display());
+        plain(&format!("state file: {}", dir.ledger_path().display()));
         match &state {
-            None => println!("no phase-2 run recorded this boot (boot {})", dir.boot_id()),
+            None => plain(&format!(
+                "no phase-2 run recorded this boot (boot {})",
+                dir.boot_id()
+            )),
             Some(s) => print_state(s, ctx.loaded.settings.remediation.restart_budget),
         }
         if dir.corrupt_copy().exists() {
             let kept = dir.corrupt_copy();
-            println!("a corrupt state file was kept as {}", kept.display());
+            plain(&format!(
+                "a corrupt state file was kept as {}",
+                kept.display()
+            ));
         }
     }
     verdict(volume.as_ref(), state.as_ref())
@@ -58,9 +66,10 @@ fn corrupt(ctx: &Context, dir: &StateDir, e: &str) -> Exit {
             serde_json::json!({"state_file": path, "error": e, "corrupt": true})
         );
     } else {
-        println!("state file {} is CORRUPT: {e}", path.display());
-        println!(
-            "the guard treats this as: no restart budget left this boot; `guard reset` clears it"
+        let before = format!("state file {} is ", path.display());
+        line(Some(Status::Fail), (&before, "CORRUPT", &format!(": {e}")));
+        plain(
+            "the guard treats this as: no restart budget left this boot; `guard reset` clears it",
         );
     }
     Exit::CheckFailed
@@ -83,58 +92,95 @@ fn print_json(dir: &StateDir, volume: Option<&VolumeRecord>, state: Option<&Stat
 
 fn print_state(s: &State, budget: u32) {
     match &s.last {
-        Some(l) => println!(
-            "last: {} exited {} at {}: {}",
-            l.command,
-            l.exit,
-            when(l.unix),
-            escape(&l.summary)
-        ),
-        None => println!("last: (none)"),
+        Some(l) => {
+            let status = if l.exit == 0 {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+            let exited = format!("exited {}", l.exit);
+            let after = format!(" at {}: {}", when(l.unix), escape(&l.summary));
+            line(
+                Some(status),
+                (&format!("last: {} ", l.command), &exited, &after),
+            );
+        }
+        None => plain("last: (none)"),
     }
     if let Some(t) = &s.terminal {
-        println!(
-            "FAIL remedy.budget: TERMINAL since {}: {} (`guard reset` after fixing)",
+        let after = format!(
+            " remedy.budget: TERMINAL since {}: {} (`guard reset` after fixing)",
             when(t.unix),
             escape(&t.reason)
         );
+        line(Some(Status::Fail), ("", "FAIL", &after));
     }
     if let Some(v) = &s.void {
-        println!("no restart budget: {v}");
+        line(
+            Some(Status::Warn),
+            ("", "no restart budget", &format!(": {v}")),
+        );
     }
-    println!("restarts this boot: {} of {budget}", s.restarts.len());
+    plain(&format!(
+        "restarts this boot: {} of {budget}",
+        s.restarts.len()
+    ));
     for r in &s.history {
-        println!(
-            "  {}  {:<16} {}: {}",
-            when(r.unix),
-            r.word(),
+        let before = format!("  {}  ", when(r.unix));
+        let after = format!(
+            "{} {}: {}",
+            " ".repeat(16usize.saturating_sub(r.word().chars().count())),
             escape(&r.item),
             escape(&r.message)
         );
+        line(outcome_status(r), (&before, &r.word(), &after));
+    }
+}
+
+/// The colour of a remedy's record: how it ended (a record still `started` has none).
+fn outcome_status(r: &Record) -> Option<Status> {
+    match r.outcome {
+        Outcome::Ok => Some(Status::Pass),
+        Outcome::Failed => Some(Status::Fail),
+        Outcome::Refused => Some(Status::Warn),
+        Outcome::Started => None,
     }
 }
 
 /// Phase 1 first: when it held containerd back, that is the reason the node is down.
 fn print_volume(volume: Option<&VolumeRecord>) {
+    const PHASE_1: &str = "phase 1 (guard volume): ";
     let Some(v) = volume else {
-        println!("phase 1 (guard volume): no run recorded this boot");
+        plain(&format!("{PHASE_1}no run recorded this boot"));
         return;
     };
     let at = when(v.unix_time);
     if v.held_by().is_none() {
-        println!("phase 1 (guard volume): volume verified at {at}; containerd allowed to start");
+        let after = format!(" at {at}; containerd allowed to start");
+        line(Some(Status::Pass), (PHASE_1, "volume verified", &after));
         return;
     }
-    println!("phase 1 (guard volume): FAILED at {at}; containerd is held back");
+    let after = format!(" at {at}; containerd is held back");
+    line(Some(Status::Fail), (PHASE_1, "FAILED", &after));
     for f in v.findings.iter().filter(|f| f.status == Status::Fail) {
-        println!("  {}: {}", f.id, escape(&f.summary));
+        plain(&format!("  {}: {}", f.id, escape(&f.summary)));
         for e in &f.evidence {
-            println!("    seen: {e}");
+            plain(&format!("    seen: {e}"));
         }
         if !f.remedy.is_empty() {
-            println!("    fix:  {}", f.remedy);
+            plain(&format!("    fix:  {}", f.remedy));
         }
     }
+}
+
+/// A line whose status word (the middle part) is coloured, trimmed to the terminal.
+fn line(status: Option<Status>, parts: (&str, &str, &str)) {
+    println!("{}", styled_line(status, parts, super::terminal::style()));
+}
+
+/// A line without a status word, trimmed to the terminal.
+fn plain(text: &str) {
+    line(None, ("", "", text));
 }
 
 /// A recorded wall-clock time as a person reads it: `09:41:03 UTC (5m ago)`.

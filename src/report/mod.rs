@@ -8,7 +8,7 @@ mod table;
 pub use escape::escape;
 pub use id::Id;
 use serde::{Deserialize, Serialize};
-pub use table::Style;
+pub use table::{styled_line, Style};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

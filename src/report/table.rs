@@ -104,14 +104,28 @@ pub(super) fn render(sorted: &[Finding], verdict: (Status, &str), style: Style) 
 /// A line trimmed to the style's width (an ellipsis marks the cut), its leading status
 /// label coloured.
 fn styled(status: Option<Status>, text: &str, style: Style) -> String {
+    // the label: the first word (FAIL, WARN, SKIP, ok, verdict:)
+    let (label, rest) = text.split_at(text.find(' ').unwrap_or(text.len()));
+    styled_line(status, ("", label, rest), style)
+}
+
+/// One line of any table a person reads (`guard verify`'s, `guard status`'s), given as
+/// the text before its status word, the word, and the text after: trimmed to the style's
+/// width (an ellipsis marks the cut), the word coloured by `status` when the style colours
+/// and the word survived the trim whole.
+pub fn styled_line(status: Option<Status>, parts: (&str, &str, &str), style: Style) -> String {
+    let (before, label, after) = parts;
+    let text = format!("{before}{label}{after}");
     let trimmed = match style.width {
         Some(w) if !style.full && text.chars().count() > w => {
             let kept: String = text.chars().take(w.saturating_sub(1)).collect();
             format!("{kept}…")
         }
-        _ => text.to_string(),
+        _ => text.clone(),
     };
-    let Some(status) = status.filter(|_| style.color) else {
+    let end = before.len() + label.len();
+    let word_kept = !label.is_empty() && trimmed.starts_with(&text[..end]);
+    let Some(status) = status.filter(|_| style.color && word_kept) else {
         return trimmed;
     };
     let sgr = match status {
@@ -120,9 +134,9 @@ fn styled(status: Option<Status>, text: &str, style: Style) -> String {
         Status::Skip => "2",
         Status::Pass => "32",
     };
-    // the label: the first word (FAIL, WARN, SKIP, ok, verdict:)
-    let end = trimmed.find(' ').unwrap_or(trimmed.len());
-    format!("\x1b[{sgr}m{}\x1b[0m{}", &trimmed[..end], &trimmed[end..])
+    let (head, tail) = trimmed.split_at(end);
+    let (head, word) = head.split_at(before.len());
+    format!("{head}\x1b[{sgr}m{word}\x1b[0m{tail}")
 }
 
 #[cfg(test)]
@@ -224,5 +238,26 @@ mod tests {
             let visible = visible.map_or(line.to_string(), |(_, rest)| rest.to_string());
             assert!(visible.chars().count() <= 40, "{line:?}");
         }
+    }
+
+    #[test]
+    fn a_status_word_inside_a_line_is_coloured_unless_the_trim_cut_it() {
+        let parts = ("  09:41:03 UTC  ", "restart", " containerd: exit 0");
+        let coloured = Style {
+            color: true,
+            ..Style::default()
+        };
+        assert_eq!(
+            styled_line(Some(Status::Pass), parts, coloured),
+            "  09:41:03 UTC  \x1b[32mrestart\x1b[0m containerd: exit 0"
+        );
+        let cut = Style {
+            width: Some(20),
+            ..coloured
+        };
+        assert_eq!(
+            styled_line(Some(Status::Pass), parts, cut),
+            "  09:41:03 UTC  res…"
+        );
     }
 }
