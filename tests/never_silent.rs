@@ -1,8 +1,9 @@
 //! Never silent: every wait says what it waits for within 2 s of starting to wait, then
 //! at least every 5 s, with how long is left (src/progress.rs). Each wait here is real: a
 //! missing socket, a socket nobody answers on, an unmounted volume, a held check on a real
-//! containerd, a pull from a registry that accepts and never answers. The lines are read
-//! from the guard's stderr pipe as they arrive. Root only.
+//! containerd, a pull from a registry that accepts and never answers, a canary whose
+//! `RunPodSandbox` a proxy holds. The lines are read from the guard's stderr pipe as they
+//! arrive. Root only.
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use testkit::grpc_proxy::DelayProxy;
 use testkit::node::{Node, TOOLS};
+use testkit::runtime::dead_port;
 use testkit::timeline::{stderr_timeline, Timeline};
 use testkit::{root_or_skip, write_executable, Guard, TempRoot};
 
@@ -242,4 +245,30 @@ impl NotifySocket {
         self.done.store(true, Ordering::SeqCst);
         self.reader.join().unwrap()
     }
+}
+
+/// The canary's wait: `guard verify --deep` on a real containerd whose `RunPodSandbox`
+/// a proxy holds for 7 s before it forwards it; the canary then succeeds.
+#[test]
+fn the_canary_says_what_it_waits_for_every_few_seconds() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:slow", dead_port()));
+    n.import_image();
+    let run_pod = "/runtime.v1.RuntimeService/RunPodSandbox";
+    let slow = n.t.path().join("slow-run-pod.sock");
+    let proxy = DelayProxy::start(&n.t.socket(), &slow, run_pod, Duration::from_secs(7));
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.sandbox_pull(false).containerd_socket(&proxy.socket)
+    });
+    let run = stderr_timeline(&Guard::with_config(&cfg), &["verify", "--deep"], DEADLINE);
+    assert_eq!(proxy.calls(run_pod), 1, "premise: one canary held");
+    says_every_few_seconds(&run, "creating a canary pod sandbox");
+    assert_eq!(
+        run.code,
+        0,
+        "the canary succeeds once let through: {}",
+        run.dump()
+    );
 }
