@@ -1,7 +1,7 @@
 //! Never silent: every wait the guard makes (containerd's socket, the volume's mount, the
-//! hold, a pull, a restart, the canary) says what it waits for and how long is left, on
-//! stderr (the journal under systemd) and in systemd's status line. One reporter for
-//! every wait, so none can forget to speak.
+//! hold, a pull, a restart, the canary, the repair lock) says what it waits for and how
+//! long is left, on stderr (the journal under systemd) and in systemd's status line. One
+//! reporter for every wait, so none can forget to speak.
 //!
 //! The first line comes once a wait has lasted [`FIRST`] (a look that answers at once
 //! stays quiet), then one every [`EVERY`] until the wait ends. A wait given the same

@@ -2,9 +2,11 @@
 //! at least every 5 s, with how long is left (src/progress.rs). Each wait here is real: a
 //! missing socket, a socket nobody answers on, an unmounted volume, a held check on a real
 //! containerd, a pull from a registry that accepts and never answers, a canary whose
-//! `RunPodSandbox` a proxy holds. The lines are read from the guard's stderr pipe as they
-//! arrive. Root only.
+//! `RunPodSandbox` a proxy holds, a repair lock another guard holds. The lines are read
+//! from the guard's stderr pipe as they arrive. Root only.
 
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +17,7 @@ use testkit::grpc_proxy::DelayProxy;
 use testkit::node::{Node, TOOLS};
 use testkit::runtime::dead_port;
 use testkit::timeline::{stderr_timeline, Timeline};
-use testkit::{root_or_skip, write_executable, Guard, TempRoot};
+use testkit::{poll_until, root_or_skip, write_executable, Guard, TempRoot};
 
 /// Each wait lasts this long: long enough for a first line and a repeat.
 const WAIT: &str = "7s";
@@ -271,4 +273,69 @@ fn the_canary_says_what_it_waits_for_every_few_seconds() {
         "the canary succeeds once let through: {}",
         run.dump()
     );
+}
+
+/// The repair lock's wait: a first guard holds the lock through a restart that waits for
+/// the test; a second repairing guard waits for it until its bound and gives up, and
+/// `guard reset` waits until the first is done.
+#[test]
+fn a_guard_waiting_for_the_repair_lock_says_so_every_few_seconds() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let t = TempRoot::new();
+    t.write_containerd_config_with(None);
+    let release = t.path().join("release");
+    nix::unistd::mkfifo(&release, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let restarting = t.path().join("restarting");
+    let restart = t.path().join("held-restart");
+    let script = format!(
+        "#!/bin/sh\ntouch {}\nread -r go < {}\n",
+        restarting.display(),
+        release.display()
+    );
+    write_executable(&restart, &script);
+    let holder = t.write_guard_config_with(|c| {
+        c.containerd_wait("200ms")
+            .containerd_restart(&[restart.to_str().unwrap()])
+            .containerd_restart_timeout("30s")
+            .remediation_restart_budget(1)
+    });
+    let holder = rename(&holder, "holder.toml");
+    // (its bound: restart_timeout and [containerd] wait, a little over 7 s)
+    let waiter = t.write_guard_config_with(|c| {
+        c.containerd_wait("200ms")
+            .containerd_restart(&[restart.to_str().unwrap()])
+            .containerd_restart_timeout(WAIT)
+    });
+    let first = Guard::with_config(&holder).spawn(&["verify", "--repair"]);
+    poll_until("the first guard's restart", DEADLINE, || {
+        restarting.exists().then_some(())
+    });
+    let second = Guard::with_config(&waiter);
+    let second =
+        std::thread::spawn(move || stderr_timeline(&second, &["verify", "--repair"], DEADLINE));
+    let reset = Guard::with_config(&waiter);
+    let reset = std::thread::spawn(move || stderr_timeline(&reset, &["reset"], DEADLINE));
+    let second = second.join().unwrap();
+    // The second gave up: let the first finish, and with it the lock go.
+    let mut fifo = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(&release)
+        .expect("the first guard's restart still reads the fifo");
+    fifo.write_all(b"go\n").unwrap();
+    drop(fifo);
+    let reset = reset.join().unwrap();
+    let first = first.finish(DEADLINE);
+    says_every_few_seconds(&second, "waiting for the repair lock");
+    says_every_few_seconds(&reset, "waiting for the repair lock");
+    assert_eq!(second.code, 1, "{}", second.dump());
+    assert!(
+        second.stdout.contains("the repair lock is held"),
+        "{}",
+        second.dump()
+    );
+    assert_eq!(reset.code, 0, "{}", reset.dump());
+    assert_ne!(first.code, 0, "containerd stays down: {}", first.dump());
 }

@@ -10,6 +10,7 @@
 use super::file::Dir;
 use super::{Op, StateError};
 use crate::backoff::Backoff;
+use crate::progress::Progress;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -53,15 +54,23 @@ pub fn try_lock(dir: &Dir) -> Result<RepairLock, LockError> {
     }
 }
 
+/// What a guard waiting for the lock says (the progress line, also the phase-2 machine's).
+pub const WAITING: &str = "waiting for the repair lock another guard holds";
+
 /// Waits up to `bound` for the lock (for `guard reset`, which runs outside the phase-2
-/// machine). Sleeps with backoff; never longer than the bound.
+/// machine), saying so as every wait does ([`Progress`]). Sleeps with backoff; never
+/// longer than the bound.
 pub fn wait_for(dir: &super::StateDir, bound: Duration) -> Result<RepairLock, LockError> {
     let give_up = Instant::now() + bound;
     let mut pause = Backoff::new(Duration::from_millis(10), Duration::from_millis(100));
+    let mut progress = Progress::default();
     loop {
         match dir.try_lock() {
             Err(LockError::Busy(_)) if Instant::now() < give_up => {
-                std::thread::sleep(pause.next().min(give_up - Instant::now()));
+                let left = give_up.saturating_duration_since(Instant::now());
+                progress.waiting(WAITING, left);
+                progress.tick();
+                std::thread::sleep(progress.quiet_for(pause.next()).min(left));
             }
             other => return other,
         }

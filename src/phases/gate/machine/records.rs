@@ -7,7 +7,7 @@ use crate::config::units::format_duration;
 use crate::phases::gate::End;
 use crate::report::{escape, Finding, Id};
 use crate::state::ledger::{Action, LastRun, Outcome, Record};
-use crate::state::lock::LockError;
+use crate::state::lock::{self, LockError};
 use crate::state::Loaded;
 use std::time::Duration;
 
@@ -46,8 +46,7 @@ impl<W: World> Machine<'_, W> {
                 Err(busy) => {
                     tracing::debug!("{busy}; waiting");
                     let left = give_up.saturating_sub(self.w.now());
-                    let waiting = "waiting for the repair lock another guard holds";
-                    self.progress.waiting(waiting, left);
+                    self.progress.waiting(lock::WAITING, left);
                     self.progress
                         .during(self.w.sleep(pause.next().min(left)))
                         .await;
