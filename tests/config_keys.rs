@@ -192,3 +192,44 @@ fn guard_config_shows_the_values_in_use_and_where_each_came_from() {
         format!("{from_containerd}grpc.address")
     );
 }
+
+/// A duration, like a size, is echoed as the operator wrote it: `guard config` shows each
+/// key's own text (`"1m30s"`, not the `"90s"` it makes), in its table and its JSON, and an
+/// error quotes the value the file holds, also one out of range.
+#[test]
+fn durations_and_sizes_are_echoed_as_written() {
+    let t = TempRoot::new();
+    t.write_containerd_config_with(None);
+    let cfg = t.write_guard_config_with(|c| {
+        c.containerd_wait("90s")
+            .containerd_restart_timeout("1m30s")
+            .volume_wait("1500ms")
+            .sandbox_pull_timeout("2min")
+            .volume_min_free("10 GB")
+    });
+    let out = Guard::with_config(&cfg).run(&["config"]);
+    assert_eq!(out.code, 0, "{}", out.dump());
+    let json = Guard::with_config(&cfg).run(&["--json", "config"]);
+    let settings = &json.json.as_ref().expect("JSON")["settings"];
+    for (key, written) in [
+        ("containerd.wait", "\"90s\""),
+        ("containerd.restart_timeout", "\"1m30s\""),
+        ("volume.wait", "\"1500ms\""),
+        ("sandbox.pull_timeout", "\"2min\""),
+        ("volume.min_free", "\"10 GB\""),
+    ] {
+        let line = line_of(&out.stdout, key);
+        assert_eq!(line, format!("{key} = {written}    # {}", cfg.display()));
+        assert_eq!(settings[key]["value"], written, "{}", json.dump());
+    }
+    for (text, quoted) in [
+        ("[hold]\ntimeout = \"2 min\"\n", "\"2 min\""),
+        ("[canary]\ntimeout = \"2m1s\"\n", "\"2m1s\""),
+        ("[containerd]\nrestart_timeout = \"0ms\"\n", "\"0ms\""),
+        ("[volume]\nmin_free = \"2 PiB\"\n", "\"2 PiB\""),
+    ] {
+        let refused = Guard::with_config(&t.write_guard_config_raw(text)).run(&["config"]);
+        assert_eq!(refused.code, 3, "{}", refused.dump());
+        assert!(refused.stderr.contains(quoted), "{}", refused.dump());
+    }
+}

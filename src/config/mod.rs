@@ -15,7 +15,7 @@ pub mod units;
 pub use effective::{describe, describe_json, Effective, FromContainerd, Inherited};
 pub use fragments::{effective, find_fragments, is_fragment};
 pub use schema::{
-    key, ContainerdSettings, DeviceSpec, Fallback, HoldSettings, Key, MetricsSettings,
+    key, AsWritten, ContainerdSettings, DeviceSpec, Fallback, HoldSettings, Key, MetricsSettings,
     OrphanSettings, RemediationSettings, SandboxSettings, Settings, VolumeSettings,
     DEFAULT_CONTAINERD_CONFIG, KEYS,
 };

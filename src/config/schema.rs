@@ -8,6 +8,7 @@ use super::units::{
     parse_duration, parse_size, Size, DURATION_HELP, MAX_DURATION, MAX_DURATION_TEXT, MAX_SIZE,
     MAX_SIZE_TEXT, SIZE_HELP,
 };
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use toml::Value;
@@ -54,9 +55,13 @@ impl Key {
         self.doc.split_whitespace().collect::<Vec<_>>().join(" ")
     }
 
-    /// Its value in `settings` as `guard config` shows it.
+    /// Its value in `settings` as `guard config` shows it: as the fragment that set it
+    /// wrote it, else (a default) in the guard's own form.
     pub fn show(&self, settings: &Settings) -> String {
-        (self.show)(settings)
+        match settings.as_written.0.get(self.dotted) {
+            Some(written) => written.clone(),
+            None => (self.show)(settings),
+        }
     }
 
     /// Its built-in default as `guard config` shows it (`(unset)` when it has none).
@@ -64,6 +69,13 @@ impl Key {
         self.show(&Settings::default())
     }
 }
+
+/// The TOML value of each key a fragment set, as the fragment wrote it (`"1m30s"`,
+/// `"10 GB"`, `1000`), by dotted key; the last fragment's where several set one. What a
+/// person wrote is what `guard config` echoes: the guard's own form of a duration or a
+/// size (`"90s"`) would read as a different value than the one in their file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AsWritten(BTreeMap<&'static str, String>);
 
 /// Where an unset key takes the value in use from: what `guard config` shows and names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,7 +263,9 @@ fn apply_key(settings: &mut Settings, dotted: &str, v: &Value) -> Result<(), Fau
             false => format!("{problem}; accepted: {}", key.accepts),
         };
         ((at, problem), Part::Value)
-    })
+    })?;
+    settings.as_written.0.insert(key.dotted, v.to_string());
+    Ok(())
 }
 
 /// Why `dotted` is refused: the key or section it most likely meant, else the names its

@@ -96,9 +96,14 @@ fn layers_apply_with_systemd_precedence_and_remember_their_source() {
         kubelet_config: None,
     };
     let text = describe(&loaded, &inherited);
+    // (as its fragment wrote it; the guard compares it in lower case, above)
     assert!(
-        text.contains("volume.device = \"UUID=abcd-1234\"    # "),
+        text.contains("volume.device = \"UUID=ABCD-1234\"    # "),
         "{text}"
+    );
+    assert!(
+        text.contains("volume.min_free = \"1GiB\"    # "),
+        "the vendor's text survives with its value: {text}"
     );
     assert!(
         text.contains("volume.fstypes = [\"ext4\", \"xfs\"]    # (default)"),

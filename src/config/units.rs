@@ -16,28 +16,16 @@ pub const MAX_DURATION_TEXT: &str = "7d (168h)";
 pub const MAX_SIZE: u64 = 1 << 50;
 pub const MAX_SIZE_TEXT: &str = "1PiB (1024TiB)";
 
-/// A size setting: its bytes, and its TOML value as the fragment wrote it (`"10 GB"`,
-/// `1000`), which `guard config` echoes rather than a unit of its own choosing.
+/// A size setting, in bytes (`guard config` echoes it as its fragment wrote it:
+/// [`crate::config::Settings::as_written`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Size {
     pub bytes: u64,
-    written: String,
 }
 
 impl Size {
-    /// A size no fragment wrote (a default, a test's): written as [`format_size`] does.
     pub fn of_bytes(bytes: u64) -> Size {
-        Size::written(bytes, format!("{:?}", format_size(bytes)))
-    }
-
-    /// `bytes` as the TOML value `written` said them.
-    pub fn written(bytes: u64, written: String) -> Size {
-        Size { bytes, written }
-    }
-
-    /// The TOML value as written.
-    pub fn as_written(&self) -> &str {
-        &self.written
+        Size { bytes }
     }
 }
 

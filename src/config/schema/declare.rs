@@ -41,6 +41,8 @@ macro_rules! config_keys {
         pub struct Settings {
             $( $(#[doc = $top_doc])* pub $top: $top_type, )*
             $( pub $section: $section_type, )*
+            /// Each key a fragment set, as the fragment wrote its value.
+            pub as_written: AsWritten,
         }
 
         $(
@@ -56,6 +58,7 @@ macro_rules! config_keys {
                 Settings {
                     $( $top: $top_default, )*
                     $( $section: $section_type { $( $field: $default, )* }, )*
+                    as_written: AsWritten::default(),
                 }
             }
         }

@@ -1,7 +1,8 @@
-//! How `guard config` writes each kind of value: as TOML where the value has one, as
-//! `(unset)` where a key without a default is not set.
+//! How `guard config` writes each kind of value a fragment did not set (a default): as
+//! TOML where the value has one, as `(unset)` where a key without a default is not set.
+//! A value a fragment set is echoed as it was written ([`super::AsWritten`]).
 
-use crate::config::units::{format_duration, Size};
+use crate::config::units::{format_duration, format_size, Size};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,9 +25,9 @@ pub(super) fn duration(d: &Duration) -> String {
     quoted(&format_duration(*d))
 }
 
-/// As its fragment wrote it.
+/// A default size (a fragment's is echoed as written): the largest unit that divides it.
 pub(super) fn size(size: &Size) -> String {
-    size.as_written().to_string()
+    quoted(&format_size(size.bytes))
 }
 
 pub(super) fn list(items: &[String]) -> String {
