@@ -4,7 +4,8 @@
 //! reporter for every wait, so none can forget to speak.
 //!
 //! The first line comes once a wait has lasted [`FIRST`] (a look that answers at once
-//! stays quiet), then one every [`EVERY`] until the wait ends. A wait given the same
+//! stays quiet on stderr; systemd's status line names every wait as it begins), then one
+//! every [`EVERY`] until the wait ends. A wait given the same
 //! words again continues (a hold's looks and pauses are one wait); new words are a new
 //! wait, said anew.
 
@@ -35,7 +36,9 @@ struct Wait {
 impl Progress {
     /// From now on the guard waits for `what` (a phrase: "waiting for ...", "pulling ...")
     /// at most `left`. The same words as the wait just before continue it (a hold's
-    /// pause, then its next look); the same words after a pause are a new wait.
+    /// pause, then its next look); the same words after a pause are a new wait. A new wait
+    /// sets systemd's status line at once: `systemctl status` names what the guard does
+    /// even when it takes less than [`FIRST`].
     pub fn waiting(&mut self, what: &str, left: Duration) {
         let now = Instant::now();
         let back_to_back = |w: &Wait| w.ended.is_none_or(|ended| now - ended < FIRST);
@@ -45,6 +48,7 @@ impl Progress {
                 w.ended = None;
             }
             _ => {
+                crate::notify::status(&format!("{what} ({} left)", human::duration(left)));
                 self.wait = Some(Wait {
                     what: what.to_string(),
                     deadline: now + left,

@@ -141,7 +141,8 @@ fn waits_without_containerd_or_volume_say_so_every_few_seconds() {
 /// (pulls off), and, with its own state directory, another pulls it from a registry that
 /// accepts and never answers. A third, under a notify socket as systemd gives kubelet's
 /// pre-start, starts a pull longer than its hold: the start time it asks systemd for
-/// (`EXTEND_TIMEOUT_USEC`) never reaches past `[hold] timeout` and its slack.
+/// (`EXTEND_TIMEOUT_USEC`) never reaches past `[hold] timeout` and its slack, and each of
+/// its waits sets the status line (`STATUS=`) as it begins.
 #[test]
 fn a_hold_and_a_hung_pull_say_so_every_few_seconds() {
     let Some(_root) = root_or_skip(TOOLS) else {
@@ -178,6 +179,20 @@ fn a_hold_and_a_hung_pull_say_so_every_few_seconds() {
         (notified, vec!["runtime"]),
     ]);
     let asked = systemd.messages();
+    // Each wait sets systemd's status line as it begins, with the time left: also a look
+    // containerd answers at once, and the pull before its first line on stderr.
+    let statuses: Vec<&str> = asked
+        .iter()
+        .filter_map(|(_, m)| m.lines().find_map(|l| l.strip_prefix("STATUS=")))
+        .collect();
+    let begun = |what: &str| statuses.iter().find(|s| s.starts_with(what)).copied();
+    let answer = begun("waiting for containerd to answer (");
+    assert!(answer.is_some(), "no status at the look: {statuses:?}");
+    let pull = begun("pulling ").unwrap_or_else(|| panic!("no pull: {statuses:?}"));
+    assert!(
+        pull.ends_with(" left)"),
+        "the pull's first status: {statuses:?}"
+    );
     let extensions: Vec<Instant> = asked
         .iter()
         .filter_map(|(at, m)| {

@@ -63,7 +63,6 @@ impl<W: World> Machine<'_, W> {
                 continue;
             }
             let importing = format!("importing {wanted} from {item}");
-            crate::notify::status(&importing);
             self.progress
                 .waiting(&importing, self.s.sandbox.pull_timeout);
             match self.progress.during(self.w.import(&a)).await {
@@ -112,7 +111,6 @@ impl<W: World> Machine<'_, W> {
         let (attempt, attempts) = (self.pulls, self.pull_attempts());
         let reference = self.w.image_reference();
         let pulling = format!("pulling {reference} through CRI, attempt {attempt} of {attempts}");
-        crate::notify::status(&pulling);
         self.extend(self.s.sandbox.pull_timeout + super::EXTEND_SLACK);
         self.progress.waiting(&pulling, self.s.sandbox.pull_timeout);
         match self.progress.during(self.w.pull()).await {

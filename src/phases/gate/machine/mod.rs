@@ -195,7 +195,6 @@ impl<'a, W: World> Machine<'a, W> {
                 return Step::Finish(end);
             }
         }
-        crate::notify::status("checking containerd");
         let (wait, scope) = (self.wait(), self.mode.scope);
         if !self.holding {
             self.progress
@@ -303,7 +302,6 @@ impl<'a, W: World> Machine<'a, W> {
     /// repaired: the next look runs it again.
     async fn canary(&mut self) -> Step {
         let bound = self.s.canary.timeout + 2 * crate::checks::canary::facts::CLEANUP;
-        crate::notify::status("creating a canary pod sandbox");
         self.extend(bound + EXTEND_SLACK);
         self.progress
             .waiting("creating a canary pod sandbox", bound);
@@ -354,11 +352,6 @@ impl<'a, W: World> Machine<'a, W> {
         }
         self.unlock();
         let pause = self.poll.next().min(left);
-        crate::notify::status(&format!(
-            "holding kubelet: {} ({} left)",
-            self.failure,
-            crate::human::duration(left)
-        ));
         self.extend(pause + EXTEND_SLACK);
         self.holding = true;
         let holding = format!("holding kubelet: {}", self.failure);

@@ -106,7 +106,6 @@ impl<W: World> Machine<'_, W> {
             crate::human::duration(left)
         );
         if self.mode.hold && left < self.left() {
-            crate::notify::status(&format!("holding: {}; {msg}", self.failure));
             self.extend(left + EXTEND_SLACK);
             tracing::info!("{msg}");
             self.unlock();
@@ -114,6 +113,8 @@ impl<W: World> Machine<'_, W> {
             let hold_left = self.left();
             let holding = format!("holding kubelet: {}", self.failure);
             self.progress.waiting(&holding, hold_left);
+            // (after the hold's own status: the backoff says more)
+            crate::notify::status(&format!("holding: {}; {msg}", self.failure));
             self.progress.during(self.w.sleep(left)).await;
             return Step::Observe;
         }
@@ -144,9 +145,6 @@ impl<W: World> Machine<'_, W> {
         }
         let why = reason.text();
         let budget = self.s.remediation.restart_budget;
-        crate::notify::status(&format!(
-            "restarting containerd ({why}), attempt {attempt} of {budget}"
-        ));
         self.extend(self.one_restart());
         // Counted before it runs: a crash mid-restart must not refund the budget. A restart
         // the state file does not remember would not count: without a record, no restart.
