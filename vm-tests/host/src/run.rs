@@ -51,7 +51,7 @@ impl Job {
     fn weight(&self) -> u64 {
         match self {
             Job::Stage(n) => match Scenario::find(n) {
-                Some(s) => s.timeout * if s.second_boot.is_some() { 2 } else { 1 },
+                Some(s) => s.timeout * (1 + s.again.len() as u64),
                 None if n == "lint" => 300,
                 None => 0,
             },
@@ -186,29 +186,21 @@ impl Run {
         let initrd = s.initrd.path(p);
         let t = timeout(s.timeout);
         boot::boot(lib, p, d, &initrd, s.disk, &s.append(), &drives, t, None)?;
-        let Some(second) = s.second_boot else {
-            return Ok(());
-        };
-        // the same disks: the ephemeral disk by a link, the root overlay and the seed
-        let d2 = d.join(second.dir);
-        std::fs::create_dir_all(&d2).map_err(|e| format!("{}: {e}", d2.display()))?;
-        let _ = std::fs::remove_file(d2.join("eph.img"));
-        std::os::unix::fs::symlink("../eph.img", d2.join("eph.img")).map_err(|e| e.to_string())?;
-        log(&format!(
-            "scenario {}: booting the same disks again ({})",
-            s.name, second.dir
-        ));
-        boot::boot(
-            lib,
-            p,
-            &d2,
-            &initrd,
-            s.disk,
-            second.cmdline,
-            &drives,
-            t,
-            None,
-        )
+        for later in s.again {
+            // the same disks: the ephemeral disk by a link, the root overlay and the seed
+            let d2 = d.join(later.dir);
+            std::fs::create_dir_all(&d2).map_err(|e| format!("{}: {e}", d2.display()))?;
+            let _ = std::fs::remove_file(d2.join("eph.img"));
+            std::os::unix::fs::symlink("../eph.img", d2.join("eph.img"))
+                .map_err(|e| e.to_string())?;
+            log(&format!(
+                "scenario {}: booting the same disks again ({})",
+                s.name, later.dir
+            ));
+            let append = later.cmdline;
+            boot::boot(lib, p, &d2, &initrd, s.disk, append, &drives, t, None)?;
+        }
+        Ok(())
     }
 
     /// The disk a hazard's boot shows the harm of, linted before it boots: the same

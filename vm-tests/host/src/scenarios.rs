@@ -75,9 +75,9 @@ impl Initrd {
     }
 }
 
-/// A second boot of the same disks, in a subdirectory, with its own command line.
+/// A later boot of the same disks, in a subdirectory, with its own command line.
 #[derive(Debug, Clone, Copy)]
-pub struct SecondBoot {
+pub struct LaterBoot {
     pub dir: &'static str,
     pub cmdline: &'static str,
 }
@@ -100,7 +100,8 @@ pub struct Scenario {
     pub timeout: u64,
     /// `guard lint` of this disk before it boots (the checks tie the lint to the boot)
     pub lint_before: bool,
-    pub second_boot: Option<SecondBoot>,
+    /// later boots of the same disks, in this order
+    pub again: &'static [LaterBoot],
     /// the checks on the guest's facts
     pub checks: fn(&mut Judge, &Ctx),
     /// judged after the evidence: healthy's cost lines
@@ -117,7 +118,7 @@ const BASE: Scenario = Scenario {
     cloud_seed: false,
     timeout: 300,
     lint_before: false,
-    second_boot: None,
+    again: &[],
     checks: sc::healthy,
     cost: false,
 };
@@ -204,7 +205,7 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "package",
         root: Root::SuiteOverlay,
         timeout: 600,
-        second_boot: Some(SecondBoot { dir: "after", cmdline: "vmtest.scenario=package-after" }),
+        again: &[LaterBoot { dir: "after", cmdline: "vmtest.scenario=package-after" }],
         checks: package::package,
         ..BASE
     },
@@ -217,7 +218,7 @@ pub const SCENARIOS: &[Scenario] = &[
         root: Root::CloudOverlay,
         cloud_seed: true,
         timeout: 600,
-        second_boot: Some(SecondBoot { dir: "again", cmdline: "vmtest.scenario=cloud-init-again vmtest.mount=no" }),
+        again: &[LaterBoot { dir: "again", cmdline: "vmtest.scenario=cloud-init-again vmtest.mount=no" }],
         checks: images::cloud,
         ..BASE
     },
