@@ -5,7 +5,9 @@
 
 use crate::boot::Prepared;
 use crate::checks::scenarios::Ctx;
-use crate::checks::{images, node, ops, package, recover, scenarios as sc, trixie, Judge};
+use crate::checks::{
+    bootcost, images, node, ops, package, recover, scenarios as sc, trixie, Judge,
+};
 use std::path::PathBuf;
 
 /// cloud-init, scaled down: its wait (the seed's bootcmd) is twice containerd's start
@@ -135,7 +137,20 @@ const TRIXIE: Scenario = Scenario {
 
 /// The boot scenarios; `bare-dir` and `cycle-budget` are opt-in (not in ALL).
 pub const SCENARIOS: &[Scenario] = &[
-    Scenario { name: "healthy", lint_before: true, cost: true, ..BASE },
+    // three boots of one disk: the first imports the sandbox image; then the same disk,
+    // warm, once with both drop-ins masked (the README's opt-out) and once with the guard,
+    // for the boot cost as a ratio (checks::bootcost)
+    Scenario {
+        name: "healthy",
+        lint_before: true,
+        cost: true,
+        again: &[
+            LaterBoot { dir: "masked", cmdline: "vmtest.scenario=healthy-masked" },
+            LaterBoot { dir: "again", cmdline: "vmtest.scenario=healthy-again" },
+        ],
+        checks: bootcost::healthy,
+        ..BASE
+    },
     Scenario { name: "hotplug", disk: Disk::Hotplug, checks: sc::hotplug, ..BASE },
     Scenario {
         name: "never",

@@ -394,3 +394,27 @@ fn the_trixie_boots_fail_on_each_broken_fact() {
             "runtime guard restarted containerd exactly once",
         );
 }
+
+#[test]
+fn healthys_warm_boots_fail_without_the_opt_out_or_their_figures() {
+    Variant::of("healthy")
+        .fact(
+            "masked/report.txt",
+            "kubelet.execstartpre",
+            "{ path=/usr/bin/guard ; argv[]=/usr/bin/guard runtime ; }",
+        )
+        .fails(
+            "healthy",
+            "neither containerd's nor kubelet's start runs the guard",
+        );
+    Variant::of("healthy")
+        .remove("masked/report.txt")
+        .fails("healthy", "masked boot (both drop-ins masked) reported");
+    Variant::of("healthy")
+        .fact("again/report.txt", "standin.result", "error")
+        .fails("healthy", "pod sandbox runs (stand-in: error");
+    // the canary's end, as containerd logs it, is what its share is read from
+    Variant::of("healthy")
+        .replaced("again/report.txt", "returns sandbox id", "returned")
+        .fails("healthy", "the boot-cost figures were read");
+}

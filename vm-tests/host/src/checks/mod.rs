@@ -2,6 +2,7 @@
 //! that boot, read before), each adding `ok` or `FAIL` lines to a [`Judge`]. No I/O here
 //! beyond the kept run directory, so `--reassert` judges kept reports exactly as a boot.
 
+pub mod bootcost;
 pub mod chaos;
 pub mod common;
 pub mod images;
