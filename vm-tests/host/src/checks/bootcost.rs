@@ -265,7 +265,7 @@ fn figures(j: &mut Judge, m: &Report, g: &Report) -> Vec<String> {
         format!("    with the guard: {} (guard volume --pre-start {}, containerd's start {}, guard runtime {})",
             s(gi.all), s(gi.containerd_pre), s(gi.containerd_start), s(gi.kubelet_gate)),
         format!("    the canary, containerd's share (its log stamps): {} ({}); not counted", s(canary.total()), calls.join(", ")),
-        format!("    the guard's own cost: {:+.2} s (containerd's pre-start {}, kubelet's gate less the canary's share {}, each against masked); containerd's own start {} (not the guard's: the host's load)",
+        format!("    the guard's own cost: {:+.2} s (containerd's pre-start {}, kubelet's gate less the canary's share {}, each against masked); containerd's own start {} (not counted: the host's load, and without the guard containerd's binary is read while the volume is mounted)",
             own as f64 / 1e6, diff(gi.containerd_pre, mi.containerd_pre),
             diff(gi.kubelet_gate.saturating_sub(canary.total()), mi.kubelet_gate), diff(gi.containerd_start, mi.containerd_start)),
         format!("    ratio (guard - canary's containerd share) / masked: {r:.2}x ({}); with containerd's start taken as masked's, (masked + the guard's own cost) / masked: {r_own:.2}x ({}); target <= {TARGET}x, printed, not asserted",
