@@ -65,7 +65,8 @@ systemctl show containerd.service kubelet.service var-lib-containerd.mount vm-te
     cloud-init-main.service cloud-init-network.service cloud-final.service /dev/disk/by-label/ctrd-eph \
     -p Id,LoadState,ActiveState,SubState,Result,ExecMainStatus,NRestarts \
     -p InactiveExitTimestampMonotonic,ActiveEnterTimestampMonotonic,ExecMainStartTimestampMonotonic \
-    -p ExecMainExitTimestampMonotonic,StatusText,InvocationID,MainPID 2>/dev/null >/run/vm-tests/units.txt
+    -p ExecMainExitTimestampMonotonic,StatusText,InvocationID,MainPID \
+    -p InactiveEnterTimestampMonotonic,TimeoutStartUSec 2>/dev/null >/run/vm-tests/units.txt
 awk -v RS= -F '\n' '{ id = ""; for (i = 1; i <= NF; i++) if ($i ~ /^Id=/) id = substr($i, 4)
   for (i = 1; i <= NF; i++) if ($i !~ /^Id=/) print "unit." id "." $i }' /run/vm-tests/units.txt
 echo "system.state=$(systemctl is-system-running 2>/dev/null)"

@@ -240,6 +240,60 @@ fn a_held_boot_fails_when_containerd_ran() {
 }
 
 #[test]
+fn a_held_kubelet_ends_by_the_holds_timeout() {
+    // ended 5 s after it began: before the hold's 10 s
+    Variant::of("never")
+        .fact(
+            "report.txt",
+            "unit.kubelet.service.InactiveExitTimestampMonotonic",
+            &(kubelet_failed_at("never") - 5_000_000).to_string(),
+        )
+        .fails("never", "kubelet's held start ended");
+    // ended 45 s later than it did: past the hold and the 30 s the guard may ask for
+    let v = Variant::of("never");
+    let report = v.dir.join("report.txt");
+    let text = fs::read_to_string(&report).unwrap();
+    let failed = text
+        .lines()
+        .find(|l| l.starts_with("journal| [") && l.contains("Failed to start kubelet"))
+        .unwrap();
+    let stamp: f64 = failed["journal| [".len()..failed.find(']').unwrap()]
+        .trim()
+        .parse()
+        .unwrap();
+    let later = failed.replacen(
+        &failed["journal| ".len()..=failed.find(']').unwrap()],
+        &format!("[{:12.6}]", stamp + 45.0),
+        1,
+    );
+    fs::write(&report, text.replace(failed, &later)).unwrap();
+    v.fact(
+        "report.txt",
+        "unit.kubelet.service.InactiveEnterTimestampMonotonic",
+        &(kubelet_failed_at("never") + 45_000_000).to_string(),
+    )
+    .fails("never", "kubelet's held start ended");
+    Variant::of("never")
+        .fact("report.txt", "unit.kubelet.service.Result", "timeout")
+        .fails(
+            "never",
+            "ended by its pre-start's own exit, not by systemd's timeout",
+        );
+    Variant::of("never")
+        .fact("report.txt", "unit.kubelet.service.TimeoutStartUSec", "")
+        .fails("never", "which bound applied: TimeoutStartSec unknown");
+}
+
+/// When kubelet's start failed in a kept report (InactiveEnterTimestampMonotonic, us).
+fn kubelet_failed_at(stage: &str) -> u64 {
+    let text = fs::read_to_string(fixtures().join("run").join(stage).join("report.txt")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("unit.kubelet.service.InactiveEnterTimestampMonotonic="))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
 fn the_hazard_boots_fail_without_their_evidence() {
     Variant::of("stale")
         .fact("report.txt", "containerd.starts", "1")

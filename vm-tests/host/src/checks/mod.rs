@@ -5,6 +5,7 @@
 pub mod bootcost;
 pub mod chaos;
 pub mod common;
+pub mod hold;
 pub mod images;
 pub mod lint;
 pub mod node;

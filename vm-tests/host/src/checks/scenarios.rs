@@ -152,6 +152,7 @@ pub fn never(j: &mut Judge, x: &Ctx) {
         format!("before the boot, guard lint passed nofail with the guard's drop-in ({}); the boot without its disk stayed out of emergency mode (system state {state}, the report unit ran) and containerd was held (its main never ran: ExecMainStart={main})", l.line("lint.volume-nofail")),
         format!("{}/{out}/{main}", l.status("lint.volume-nofail")) == "pass/out/0",
     );
+    super::hold::hold_end(j, r);
 }
 
 pub fn wrong_disk(j: &mut Judge, x: &Ctx) {
