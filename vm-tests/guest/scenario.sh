@@ -201,6 +201,47 @@ leaked_task() {
   block tasks.after timeout 10 ctr -n k8s.io tasks ls
   block remove2 "$cri" "$sock" remove-pod "$sid"
   echo "containerd.pid.after=$(systemctl show -p MainPID --value containerd.service)"
+  stale_tasks
+}
+
+# A stale containerd that still runs a task, after the leak: a new pod sandbox runs, then
+# the volume is detached lazily under the running containerd and mounted again (its
+# database stays open on the detached mount: stale, as after an HA failover's remount).
+# kubelet's restart runs its pre-start, `guard runtime`, which must refuse to restart
+# containerd over the task and say so; the README's force path (`guard verify --repair
+# --force`) then restarts it exactly once, and kubelet starts again.
+stale_tasks() {
+  local sb shim cur
+  ctrd_starts() { journalctl -b -o cat _PID=1 UNIT=containerd.service | grep -c '^Started '; }
+  ctrd_pid() { systemctl show -p MainPID --value containerd.service; }
+  shim_alive() { [ -n "$shim" ] && [ -d "/proc/$shim" ] && echo yes || echo no; }
+  echo "stale.starts.before=$(ctrd_starts)"
+  timeout 120 /usr/lib/vm-tests/run-pod-sandbox "$sock" --keep >/run/vm-tests/stale-pod.txt 2>&1
+  echo "stale.pod.rc=$?"
+  sed 's/^/stale.pod| /' /run/vm-tests/stale-pod.txt
+  sb=$(sed -n 's/^pod_sandbox_id=//p' /run/vm-tests/stale-pod.txt | head -n1)
+  echo "stale.sandbox=$sb"
+  shim=$(pgrep -f -- "containerd-shim-runc-v2 .*-id $sb( |\$)" | head -n1)
+  echo "stale.shim=$shim"
+  echo "stale.containerd.before=$(ctrd_pid)"
+  mount_gone() { [ "$(systemctl show -p ActiveState --value var-lib-containerd.mount)" != active ]; }
+  umount -l /var/lib/containerd; echo "stale.umount.rc=$?"
+  # systemd must have seen the mount go, or its start would be a no-op
+  until_ok 30 mount_gone; echo "stale.gone.rc=$?"
+  systemctl start var-lib-containerd.mount; echo "stale.mount.rc=$?"
+  echo "stale.mounted=$(findmnt -rno SOURCE,LABEL /var/lib/containerd)"
+  cur=$(now)
+  timeout 300 systemctl restart kubelet; echo "stale.kubelet.rc=$?"
+  echo "stale.kubelet.result=$(systemctl show -p Result --value kubelet.service)/$(systemctl show -p ActiveState --value kubelet.service)"
+  blockf stale.refusal synced guard_lines kubelet.service "$cur"
+  echo "stale.containerd.refused=$(ctrd_pid)"
+  echo "stale.starts.refused=$(ctrd_starts)"
+  echo "stale.shim.alive=$(shim_alive)"
+  block stale.force /usr/bin/guard --json verify --repair --force
+  echo "stale.containerd.forced=$(ctrd_pid)"
+  echo "stale.starts.forced=$(ctrd_starts)"
+  echo "stale.shim.forced=$(shim_alive)"
+  timeout 300 systemctl restart kubelet; echo "stale.kubelet2.rc=$?"
 }
 
 # ------------------------------------------------------------------ package

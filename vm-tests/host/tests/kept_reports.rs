@@ -141,6 +141,16 @@ impl Variant {
         self
     }
 
+    /// The report's fact KEY (its first line), "" when there is none.
+    fn fact_of(&self, file: &str, key: &str) -> String {
+        let text = fs::read_to_string(self.dir.join(file)).unwrap();
+        let prefix = format!("{key}=");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or("")
+            .to_string()
+    }
+
     /// The report's block NAME removed.
     fn without_block(self, name: &str) -> Variant {
         let path = self.dir.join("report.txt");
@@ -291,6 +301,34 @@ fn kubelet_failed_at(stage: &str) -> u64 {
         .find_map(|l| l.strip_prefix("unit.kubelet.service.InactiveEnterTimestampMonotonic="))
         .and_then(|v| v.parse().ok())
         .unwrap()
+}
+
+#[test]
+fn a_stale_containerd_with_a_task_is_refused_then_forced_once() {
+    let lt = "leaked-task";
+    let before = Variant::of(lt).fact_of("report.txt", "sc.stale.containerd.before");
+    Variant::of(lt)
+        .fact(
+            "report.txt",
+            "sc.stale.containerd.refused",
+            &format!("{before}9"),
+        )
+        .fails(lt, "containerd untouched by the refusal");
+    Variant::of(lt)
+        .fact("report.txt", "sc.stale.shim.alive", "no")
+        .fails(lt, "the task's shim still runs (alive: no)");
+    let refused = Variant::of(lt).fact_of("report.txt", "sc.stale.starts.refused");
+    let twice = refused.parse::<u32>().unwrap() + 2;
+    Variant::of(lt)
+        .fact("report.txt", "sc.stale.starts.forced", &twice.to_string())
+        .fails(lt, "restarted it exactly once");
+    Variant::of(lt)
+        .replaced(
+            "report.txt",
+            "refused to restart the stale containerd",
+            "restarted the stale containerd",
+        )
+        .fails(lt, "refused to restart it over the running task");
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub mod package;
 pub mod package_after;
 pub mod recover;
 pub mod scenarios;
+pub mod stale_tasks;
 pub mod text;
 pub mod trixie;
 
