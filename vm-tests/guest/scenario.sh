@@ -509,7 +509,51 @@ ops() {
   act optout-unmask sh -c 'rm /etc/systemd/system/containerd.service.d/10-containerd-guard.conf /etc/systemd/system/kubelet.service.d/10-containerd-guard.conf && systemctl daemon-reload'
   echo "ops.unmasked.execstartpre=$(show containerd.service ExecStartPre | tr '\n' ' ')"
   echo "ops.end=$(svc containerd.service) $(svc kubelet.service)"
+  terminal_step
   block ops.timer.journal journalctl -q -b -o short-monotonic --no-hostname -u containerd-guard-hygiene.timer -u containerd-guard-hygiene.service
+}
+
+# The terminal state, ops' last step (the steps above are judged on what they left; this
+# one ends with the node usable again). containerd stops answering after every start (a
+# runtime drop-in stops it once it is ready; the running one is stopped too) and the
+# restart budget is one: kubelet's restart makes its pre-start restart containerd once,
+# which does not help, and go terminal (exit 4). kubelet's own Restart= (RestartSec=2)
+# runs the pre-start again: each must end at once, touching nothing. Then `guard verify`
+# (exit 4), the cause fixed, `guard reset` and `systemctl restart kubelet`. The first
+# restart is --no-block: the step waits on systemd's own lines of the pre-starts' exits.
+terminal_step() {
+  local frag=/run/containerd-guard/config.d/90-vm-tests-terminal.toml
+  local hang=/run/systemd/system/containerd.service.d/90-vm-tests-hang.conf t1 t2
+  exits4() { [ "$(sys_lines kubelet.service "$cur" | grep -c 'Control process exited, code=exited, status=4/')" -ge "$1" ]; }
+  step_begin terminal
+  printf '# vm-tests ops: the terminal step\n[remediation]\nrestart_budget = 1\n[containerd]\nwait = "2s"\n' >"$frag"
+  mkdir -p "${hang%/*}"
+  # shellcheck disable=SC2016 # systemd expands $MAINPID
+  printf '[Service]\nExecStartPost=/bin/kill -STOP $MAINPID\n' >"$hang"
+  systemctl daemon-reload
+  kill -STOP "$cpid"
+  systemctl restart --no-block kubelet; echo "ops.$st.rc=$?"
+  until_ok 120 exits4 1; echo "ops.$st.spent.rc=$?"
+  t1=$(cursor)
+  echo "ops.$st.spent=$(snap)"
+  blockf ops.terminal.first synced guard_lines kubelet.service "$cur"
+  # (while kubelet's Restart= waits to run its pre-start again)
+  block ops.terminal.verify /usr/bin/guard verify
+  until_ok 60 exits4 3; echo "ops.$st.retried=$?"
+  echo "ops.$st.retries=$(snap)"
+  systemctl stop kubelet
+  blockf ops.terminal.ksys sys_lines kubelet.service "$cur"
+  blockf ops.terminal.csys sys_lines containerd.service "$t1"
+  blockf ops.terminal.again synced guard_lines kubelet.service "$t1"
+  # the cause fixed: the drop-in and the fragment gone, the hung containerd let go on
+  rm -f "$hang" "$frag"; systemctl daemon-reload
+  kill -CONT "$(show containerd.service MainPID)"
+  until_ok 30 answers; echo "ops.$st.answers=$?"
+  t2=$(cursor)
+  block ops.terminal.reset /usr/bin/guard reset
+  timeout 300 systemctl restart kubelet; echo "ops.$st.recover.rc=$?"
+  blockf ops.terminal.recover synced guard_lines kubelet.service "$t2"
+  step_end
 }
 
 # ------------------------------------------------------------------ readme-recovery

@@ -304,6 +304,26 @@ fn kubelet_failed_at(stage: &str) -> u64 {
 }
 
 #[test]
+fn the_terminal_step_fails_when_the_guard_acts_again() {
+    let ops = "ops";
+    Variant::of(ops)
+        .fact("report.txt", "sc.ops.terminal.verify.rc", "1")
+        .fails(ops, "in the terminal state, guard verify exits 4 (rc=1)");
+    // a retry that restarted containerd: its main pid changed while kubelet retried
+    let spent = Variant::of(ops).fact_of("report.txt", "sc.ops.terminal.spent");
+    let moved = spent.replacen("c=", "c=9", 1);
+    Variant::of(ops)
+        .fact("report.txt", "sc.ops.terminal.retries", &moved)
+        .fails(ops, "containerd untouched through them");
+    Variant::of(ops)
+        .line("sc.ops.terminal.again| [  300.000000] guard[999]:  INFO restarting containerd (not answering), attempt 2 of 1")
+        .fails(ops, "those pre-starts attempted nothing (1 line(s)");
+    Variant::of(ops)
+        .fact("report.txt", "sc.ops.terminal.reset.rc", "1")
+        .fails(ops, "guard reset (rc=1)");
+}
+
+#[test]
 fn a_stale_containerd_with_a_task_is_refused_then_forced_once() {
     let lt = "leaked-task";
     let before = Variant::of(lt).fact_of("report.txt", "sc.stale.containerd.before");

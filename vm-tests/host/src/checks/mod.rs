@@ -15,6 +15,7 @@ pub mod package_after;
 pub mod recover;
 pub mod scenarios;
 pub mod stale_tasks;
+pub mod terminal;
 pub mod text;
 pub mod trixie;
 

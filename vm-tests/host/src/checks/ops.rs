@@ -11,7 +11,7 @@ use crate::facts::Report;
 const ACTIVE: &str = "^[1-9][0-9]*/[0-9]+/active$";
 
 /// A snapshot's FIELD.
-fn sel(field: &str, snap: &str) -> String {
+pub(super) fn sel(field: &str, snap: &str) -> String {
     let p = format!("{field}=");
     snap.split(' ')
         .find_map(|w| w.strip_prefix(&p))
@@ -20,7 +20,7 @@ fn sel(field: &str, snap: &str) -> String {
 }
 
 /// `cut -d/ -fN` (1-based; a value without a slash is printed whole).
-fn slash(s: &str, n: usize) -> String {
+pub(super) fn slash(s: &str, n: usize) -> String {
     if !s.contains('/') {
         return s.to_string();
     }
@@ -176,6 +176,7 @@ pub fn ops(j: &mut Judge, x: &Ctx) {
     isolate(j, &o);
     failover(j, &o);
     optout(j, &o);
+    super::terminal::terminal(j, r);
 }
 
 fn restarts(j: &mut Judge, o: &Ops) {
