@@ -461,6 +461,9 @@ ops() {
   # the way back: the boot target's job waits for this very unit
   step_begin isolate
   systemctl isolate rescue.target; echo "ops.$st.rescue.rc=$?"
+  # isolate returns once rescue.target is reached; containerd's stop job may still run
+  # (seen: deactivating), so the states are read once no job of either is left
+  until_ok 60 no_jobs; echo "ops.$st.rescue.settled=$?"
   echo "ops.$st.rescue=$(svc containerd.service) $(svc kubelet.service)"
   systemctl isolate --no-block multi-user.target; echo "ops.$st.rc=$?"
   until_ok 180 both_active; echo "ops.$st.active=$?"
