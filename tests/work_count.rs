@@ -5,8 +5,9 @@
 //! file of any process but the one serving that socket and no container's `cgroup.procs`
 //! (kubelet's cgroup tree is listed instead, and every container in it is vouched for by
 //! CRI), and not containerd's `mountinfo` when it shares the guard's mount namespace
-//! (`strace`). A family that adds a per-pod round trip or a read of every process fails
-//! here. Root only; a real containerd with CRI, runc and kubelet's cgroupfs layout.
+//! (`strace`). Its own mount table (`/proc/self/mountinfo`) is opened at most once, as
+//! often with a few hundred more mounts as with none. A family that adds a per-pod round
+//! trip, a read of every process or a second read of the mount table fails here. Root only; a real containerd with CRI, runc and kubelet's cgroupfs layout.
 
 use testkit as support;
 
@@ -176,4 +177,78 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_no_pod_process_wh
         few.kubepods_dirs
     );
     drop(running);
+}
+
+/// The `openat`s of `/proc/self/mountinfo` (or `/proc/<the guard's pid>/mountinfo`) in
+/// one `guard verify` run in a mount namespace of its own with `2^doublings` more mounts
+/// than the host's: the guard's own view of the mount table, whatever its size.
+fn own_mountinfo_opens(cfg: &Path, dir: &Path, doublings: u32) -> (usize, usize) {
+    let trace = dir.join(format!("strace.mounts.{doublings}"));
+    let extra = dir.join(format!("extra-mounts.{doublings}"));
+    std::fs::create_dir_all(&extra).unwrap();
+    // One tmpfs, bound into itself `doublings` times: each `--rbind` copies every mount
+    // made so far (a node's table grows the same way, with each pod's mounts), and with
+    // few processes started. All of them go with the namespace.
+    let script = format!(
+        "set -e; d='{extra}'; mount -t tmpfs -o size=64k guard-test-mounts \"$d\"
+         i=0; while [ $i -lt {doublings} ]; do mkdir \"$d/$i\"; i=$((i + 1)); done
+         i=0; while [ $i -lt {doublings} ]; do mount --rbind \"$d\" \"$d/$i\"; i=$((i + 1)); done
+         wc -l </proc/self/mountinfo >'{extra}.count'
+         exec strace -f -qq -e trace=openat -o '{trace}' \"$0\" \"$@\"",
+        extra = extra.display(),
+        trace = trace.display(),
+    );
+    let out = Guard::with_config(cfg)
+        .wrapped_in(&[
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .run(&["verify"]);
+    assert!(
+        out.stdout.contains("ok    runtime.leaked-tasks"),
+        "guard verify did not look at the node:\n{}",
+        out.dump()
+    );
+    let mounts = std::fs::read_to_string(format!("{}.count", extra.display()))
+        .unwrap_or_else(|e| panic!("the wrapper did not count its mounts: {e}\n{}", out.dump()));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    // strace -f starts each line with the caller's id: the first is the guard's own pid
+    let guard = text.split_whitespace().next().unwrap_or_default();
+    let own = [
+        "/proc/self/mountinfo".to_string(),
+        "/proc/thread-self/mountinfo".to_string(),
+        format!("/proc/{guard}/mountinfo"),
+    ];
+    let opens = text
+        .lines()
+        .filter_map(|line| line.split('"').nth(1))
+        .filter(|path| own.iter().any(|o| o == path))
+        .count();
+    (opens, mounts.trim().parse().unwrap())
+}
+
+#[test]
+fn w02_verify_reads_its_own_mount_table_at_most_once_whatever_its_size() {
+    let Some(_root) = root_or_skip(&[TOOLS, &["unshare", "mount"]].concat()) else {
+        return;
+    };
+    let node = HygieneNode::start();
+    let cfg = node.t.write_guard_config_with(|c| c);
+    let (few, few_mounts) = own_mountinfo_opens(&cfg, node.t.path(), 0);
+    let (many, many_mounts) = own_mountinfo_opens(&cfg, node.t.path(), 9);
+    assert!(
+        many_mounts >= few_mounts + 500,
+        "the second run's table was not larger ({few_mounts} vs {many_mounts} mounts): \
+         this test proves nothing"
+    );
+    assert!(
+        few <= 1 && few == many,
+        "guard verify opened its own mountinfo {few} time(s) with {few_mounts} mounts and \
+         {many} time(s) with {many_mounts}: at most once, whatever the table's size"
+    );
 }
