@@ -14,6 +14,7 @@ pub mod mountinfo;
 pub mod pod_scan;
 pub mod proc;
 pub mod proc_files;
+pub mod statmount;
 pub mod superblock;
 pub mod tree;
 pub mod units;

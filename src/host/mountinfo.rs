@@ -72,6 +72,9 @@ impl MountEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MountTable {
     pub entries: Vec<MountEntry>,
+    /// Only the mounts a look asked the kernel for one by one (`statmount`), not the
+    /// whole table: a mount missing here may still exist.
+    pub partial: bool,
 }
 
 /// The most of a mount table the guard reads: about 40,000 mounts.
@@ -87,7 +90,10 @@ impl MountTable {
                 parse_line(l).ok_or_else(|| format!("line {}: cannot parse {l:?}", n + 1))
             })
             .collect::<Result<_, _>>()?;
-        Ok(MountTable { entries })
+        Ok(MountTable {
+            entries,
+            partial: false,
+        })
     }
 
     /// Reads at most [`MOUNTINFO_CAP`] bytes: a process's mount table grows with every pod
@@ -118,6 +124,14 @@ impl MountTable {
 
     pub fn root(&self) -> Option<&MountEntry> {
         self.at(Path::new("/"))
+    }
+
+    /// The few mounts a look needs, described one by one: a partial table.
+    pub fn of_mounts(entries: Vec<MountEntry>) -> MountTable {
+        MountTable {
+            entries,
+            partial: true,
+        }
     }
 
     pub fn by_id(&self, mount_id: u64) -> Option<&MountEntry> {

@@ -16,11 +16,11 @@ const VERIFY_LOOK: facts::Look = facts::Look {
     kubelet: true,
 };
 
-/// Phase 1's look (mostly `/proc/self/mountinfo`, which grows by about 3 mounts a pod)
-/// runs on a thread of its own beside phase 2, whose stale check takes its mount table:
-/// the table is the longest host read on a busy node, and on its own thread it overlaps
-/// containerd's answers instead of delaying phase 2's other host reads
-/// (docs/performance.md).
+/// Phase 1's look runs on a thread of its own beside phase 2, whose stale check takes its
+/// mounts: where the kernel cannot describe them by path it reads `/proc/self/mountinfo`
+/// (which grows by about 5 mounts a pod), the longest host read on a busy node, and on
+/// its own thread it overlaps containerd's answers instead of delaying phase 2's other
+/// host reads (docs/performance.md).
 pub fn run(ctx: &Context, cd: &ContainerdConfig, mode: Mode) -> Result<(Report, End), PhaseError> {
     let settings = &ctx.loaded.settings;
     let socket = crate::containerd::config::socket(settings, cd);

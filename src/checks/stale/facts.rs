@@ -5,6 +5,7 @@
 
 use crate::containerd::client::peer_pid;
 use crate::host::mountinfo::MountTable;
+use crate::host::statmount;
 use crate::host::proc::{read_bounded, Links};
 use crate::host::Host;
 use std::collections::BTreeSet;
@@ -115,10 +116,17 @@ pub fn gather(
         false => None,
     };
     f.mounts = match own {
-        Some(table) => Ok(table),
-        None => MountTable::read(&proc.join("mountinfo")).map(Arc::new),
+        Some(table) if !table.partial || partial_answers(&table, &f.dbs) => Ok(table),
+        _ => MountTable::read(&proc.join("mountinfo")).map(Arc::new),
     };
     f
+}
+
+/// The volume look's few mounts (a partial table) answer for every database, else the
+/// whole table is read.
+fn partial_answers(table: &MountTable, dbs: &Result<Vec<OpenDb>, String>) -> bool {
+    let answers = |db: &OpenDb| statmount::answers_for(table, &db.expected, db.mnt_id);
+    dbs.as_ref().is_ok_and(|dbs| dbs.iter().all(answers))
 }
 
 /// The guard and the process at `proc` are in one mount namespace (the `ns/mnt` links name

@@ -109,7 +109,10 @@ pub fn gather(
 ) -> VolumeFacts {
     let path = host.in_namespace(root);
     let path = path.as_path();
-    let mounts = MountTable::read(&host.mountinfo()).map(Arc::new);
+    let mounts = match mounts_by_path(host, path, look.under) {
+        Some(few) => Ok(Arc::new(few)),
+        None => MountTable::read(&host.mountinfo()).map(Arc::new),
+    };
     let device = settings
         .volume
         .device
@@ -152,6 +155,28 @@ pub fn gather(
         }),
         mounts,
     }
+}
+
+/// The mounts the volume checks read, asked of the kernel one by one (`statx` and
+/// `statmount`) instead of reading the whole table: the volume at `path`, `/` and (for
+/// the look under it) the mount holding its parent. `None`, and the caller reads the
+/// table, when any of them cannot be described so or is not healthy: not a mount point,
+/// read-only, a kernel without `statmount`, a tree that is not this host's.
+fn mounts_by_path(host: &Host, path: &Path, under: bool) -> Option<MountTable> {
+    use crate::host::statmount::{mount_at, mount_holding};
+    if !host.is_live() || host.checks_another_os() {
+        return None;
+    }
+    let volume = mount_at(path, true)?;
+    let mut entries = vec![mount_at(Path::new("/"), false)?];
+    if under {
+        let holder = mount_holding(path.parent()?, false)?;
+        if entries.iter().all(|m| m.mount_id != holder.mount_id) {
+            entries.push(holder);
+        }
+    }
+    entries.push(volume);
+    Some(MountTable::of_mounts(entries))
 }
 
 fn statvfs(path: &Path) -> Result<FsStats, String> {
