@@ -21,7 +21,7 @@ fn each_mount_statmount_describes_is_the_tables_entry_field_by_field() {
         return;
     }
     let table = table();
-    let mut compared = 0;
+    let mut compared = Vec::new();
     for expected in &table.entries {
         // the topmost mount at a point is the one a path reaches
         if table.at(&expected.mount_point) != Some(expected) {
@@ -42,11 +42,16 @@ fn each_mount_statmount_describes_is_the_tables_entry_field_by_field() {
             "statmount of {}",
             expected.mount_point.display()
         );
-        compared += 1;
+        compared.push(expected.mount_point.clone());
     }
+    eprintln!(
+        "compared {} of {} mounts",
+        compared.len(),
+        table.entries.len()
+    );
     assert!(
-        compared > 0,
-        "no mount of this machine was described: {table:?}"
+        compared.iter().any(|p| p == Path::new("/")),
+        "the root mount was not described: {table:?}"
     );
 }
 
