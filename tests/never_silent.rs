@@ -216,6 +216,55 @@ fn a_hold_and_a_hung_pull_say_so_every_few_seconds() {
     assert_eq!(n.ctrd.restarts(), 0, "no wait restarted containerd");
 }
 
+/// `guard runtime` as kubelet's pre-start with containerd's socket missing and a hold
+/// shorter than containerd's wait: its one look spans the whole hold. It asks systemd for
+/// that time before it looks (`EXTEND_TIMEOUT_USEC` at once, never past the hold and its
+/// slack), so a kubelet unit whose `TimeoutStartSec` is shorter than `[hold] timeout`
+/// still ends by the hold and not by systemd killing the look.
+#[test]
+fn a_held_first_look_asks_systemd_for_its_time_before_it_waits() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let missing = TempRoot::new();
+    missing.write_containerd_config_with(None);
+    // (a restart the guard may try runs this, never the host's systemctl)
+    let restart = missing.path().join("no-restart");
+    write_executable(&restart, "#!/bin/sh\nexit 1\n");
+    let config = missing.write_guard_config_with(|c| {
+        c.containerd_wait("60s")
+            .hold_timeout("2s")
+            .containerd_restart(&[restart.to_str().unwrap()])
+    });
+    let systemd = NotifySocket::bind(&missing.path().join("notify.sock"));
+    let guard = Guard::with_config(&config).env("NOTIFY_SOCKET", systemd.path());
+    let started = Instant::now();
+    let runs = run_all(vec![(guard, vec!["runtime"])]);
+    let asked = systemd.messages();
+    let extensions: Vec<(Instant, Instant)> = asked
+        .iter()
+        .filter_map(|(at, m)| {
+            let usec = m
+                .lines()
+                .find_map(|l| l.strip_prefix("EXTEND_TIMEOUT_USEC="))?;
+            Some((*at, *at + Duration::from_micros(usec.parse().ok()?)))
+        })
+        .collect();
+    let (first_at, _) = *extensions
+        .first()
+        .unwrap_or_else(|| panic!("no extension asked before the look: {asked:?}"));
+    assert!(
+        first_at - started < Duration::from_secs(1),
+        "the first extension came {:?} after the start, not before the look: {asked:?}",
+        first_at - started
+    );
+    let hold_ends = started + Duration::from_millis(2_000 + 30_000 + 500);
+    for (_, until) in &extensions {
+        assert!(*until <= hold_ends, "an extension past the hold: {asked:?}");
+    }
+    assert_eq!(runs[0].code, 1, "{}", runs[0].dump());
+}
+
 /// `config_with` writes one path: the first config moves aside so both exist.
 fn rename(config: &Path, name: &str) -> std::path::PathBuf {
     let to = config.with_file_name(name);

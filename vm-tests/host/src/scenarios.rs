@@ -155,7 +155,7 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "never",
         disk: Disk::None,
-        cmdline: "vmtest.devtimeout=10 vmtest.guardwait=5 vmtest.hold=10",
+        cmdline: "vmtest.devtimeout=10 vmtest.guardwait=5 vmtest.hold=10 vmtest.kubelettimeout=5",
         lint_before: true,
         checks: sc::never,
         ..BASE
@@ -297,7 +297,7 @@ mod tests {
         }
         assert_eq!(
             Scenario::find("never").unwrap().append(),
-            "vmtest.scenario=never vmtest.devtimeout=10 vmtest.guardwait=5 vmtest.hold=10"
+            "vmtest.scenario=never vmtest.devtimeout=10 vmtest.guardwait=5 vmtest.hold=10 vmtest.kubelettimeout=5"
         );
     }
 }

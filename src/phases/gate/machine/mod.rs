@@ -190,6 +190,10 @@ impl<'a, W: World> Machine<'a, W> {
     }
 
     async fn observe(&mut self) -> Step {
+        // The lock and the look may take the hold's time left: systemd is asked for it
+        // first, so a kubelet unit whose TimeoutStartSec is shorter than [hold] timeout
+        // still ends by the hold, not by systemd killing the first look.
+        self.extend(self.left().max(self.wait()) + EXTEND_SLACK);
         if self.mode.acts() && self.terminal.is_none() && !self.locked {
             if let Err(end) = self.lock().await {
                 return Step::Finish(end);
