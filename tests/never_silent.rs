@@ -193,19 +193,11 @@ fn a_hold_and_a_hung_pull_say_so_every_few_seconds() {
         pull.ends_with(" left)"),
         "the pull's first status: {statuses:?}"
     );
-    let extensions: Vec<Instant> = asked
-        .iter()
-        .filter_map(|(at, m)| {
-            let usec = m
-                .lines()
-                .find_map(|l| l.strip_prefix("EXTEND_TIMEOUT_USEC="))?;
-            Some(*at + Duration::from_micros(usec.parse().ok()?))
-        })
-        .collect();
+    let extensions = extensions(&asked);
     assert!(!extensions.is_empty(), "no extension asked: {asked:?}");
     // [hold] timeout, the guard's slack, and a little for the test's own clock
     let hold_ends = started + Duration::from_millis(1_000 + 30_000 + 500);
-    for until in &extensions {
+    for (_, until) in &extensions {
         assert!(*until <= hold_ends, "an extension past the hold: {asked:?}");
     }
     says_every_few_seconds(&runs[0], "holding kubelet: runtime.sandbox-image");
@@ -241,15 +233,7 @@ fn a_held_first_look_asks_systemd_for_its_time_before_it_waits() {
     let started = Instant::now();
     let runs = run_all(vec![(guard, vec!["runtime"])]);
     let asked = systemd.messages();
-    let extensions: Vec<(Instant, Instant)> = asked
-        .iter()
-        .filter_map(|(at, m)| {
-            let usec = m
-                .lines()
-                .find_map(|l| l.strip_prefix("EXTEND_TIMEOUT_USEC="))?;
-            Some((*at, *at + Duration::from_micros(usec.parse().ok()?)))
-        })
-        .collect();
+    let extensions = extensions(&asked);
     let (first_at, _) = *extensions
         .first()
         .unwrap_or_else(|| panic!("no extension asked before the look: {asked:?}"));
@@ -263,6 +247,19 @@ fn a_held_first_look_asks_systemd_for_its_time_before_it_waits() {
         assert!(*until <= hold_ends, "an extension past the hold: {asked:?}");
     }
     assert_eq!(runs[0].code, 1, "{}", runs[0].dump());
+}
+
+/// Each `EXTEND_TIMEOUT_USEC=` asked: when it arrived, and until when it extends.
+fn extensions(asked: &[(Instant, String)]) -> Vec<(Instant, Instant)> {
+    asked
+        .iter()
+        .filter_map(|(at, m)| {
+            let usec = m
+                .lines()
+                .find_map(|l| l.strip_prefix("EXTEND_TIMEOUT_USEC="))?;
+            Some((*at, *at + Duration::from_micros(usec.parse().ok()?)))
+        })
+        .collect()
 }
 
 /// `config_with` writes one path: the first config moves aside so both exist.

@@ -146,21 +146,25 @@ fn into_a_pipe_the_table_is_whole_and_plain_unless_colour_is_asked() {
     );
 }
 
+/// A node whose phase 1 failed (containerd's root is not mounted), as `guard status`
+/// then reports it: the root and its guard config.
+fn phase1_failed() -> (TempRoot, std::path::PathBuf) {
+    let t = TempRoot::new();
+    std::fs::create_dir_all(t.volume_path()).unwrap();
+    let cfg = t.write_guard_config_with(|c| c.volume_wait("100ms"));
+    let code = Guard::with_config(&cfg).run(&["volume"]).code;
+    assert_eq!(code, 1, "premise: phase 1 fails, unmounted");
+    (t, cfg)
+}
+
 /// `guard status` says when, as a clock time and how long ago, never an uptime in seconds.
 #[test]
 fn status_says_when_as_a_time_and_how_long_ago() {
     let Some(_root) = root_or_skip(TOOLS) else {
         return;
     };
-    let t = TempRoot::new();
-    std::fs::create_dir_all(t.volume_path()).unwrap();
-    let cfg = t.write_guard_config_with(|c| c.volume_wait("100ms"));
+    let (_t, cfg) = phase1_failed();
     let g = Guard::with_config(&cfg);
-    assert_eq!(
-        g.run(&["volume"]).code,
-        1,
-        "premise: phase 1 fails, unmounted"
-    );
     let status = g.run(&["status"]);
     let phase1 = status.stdout.lines().next().unwrap_or_default();
     let (_, when) = phase1
@@ -189,11 +193,8 @@ fn status_on_a_terminal_fits_its_width_in_colour() {
     let Some(_root) = root_or_skip(TOOLS) else {
         return;
     };
-    let t = TempRoot::new();
-    std::fs::create_dir_all(t.volume_path()).unwrap();
-    let cfg = t.write_guard_config_with(|c| c.volume_wait("100ms"));
+    let (_t, cfg) = phase1_failed();
     let g = Guard::with_config(&cfg);
-    assert_eq!(g.run(&["volume"]).code, 1, "premise: phase 1 fails");
     let tty = on_a_terminal(&cfg, "status", &[]);
     assert!(widest(&tty) <= 100, "wider than the terminal:\n{tty}");
     assert!(

@@ -294,8 +294,15 @@ fn a_held_kubelet_ends_by_the_holds_timeout() {
         .fails("never", "which bound applied: TimeoutStartSec unknown");
     // the shipped 6 min: the boot would no longer show the extension reaching systemd
     Variant::of("never")
-        .fact("report.txt", "unit.kubelet.service.TimeoutStartUSec", "6min")
-        .fails("never", "which bound applied: TimeoutStartSec (6min) is longer");
+        .fact(
+            "report.txt",
+            "unit.kubelet.service.TimeoutStartUSec",
+            "6min",
+        )
+        .fails(
+            "never",
+            "which bound applied: TimeoutStartSec (6min) is longer",
+        );
 }
 
 /// When kubelet's start failed in a kept report (InactiveEnterTimestampMonotonic, us).
