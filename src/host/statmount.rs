@@ -222,13 +222,7 @@ fn mount_options(attr: u64) -> Vec<String> {
         (attr & MOUNT_ATTR_ATIME == MOUNT_ATTR_RELATIME, "relatime"),
         (attr & MOUNT_ATTR_NOSYMFOLLOW != 0, "nosymfollow"),
     ];
-    let rw = if attr & MOUNT_ATTR_RDONLY != 0 {
-        "ro"
-    } else {
-        "rw"
-    };
-    std::iter::once(rw)
-        .chain(flags.iter().filter(|(on, _)| *on).map(|(_, name)| *name))
+    spelled(attr & MOUNT_ATTR_RDONLY != 0, &flags)
         .map(String::from)
         .collect()
 }
@@ -240,16 +234,20 @@ fn super_options(sb_flags: u32, fs_options: &str) -> Vec<String> {
         (sb_flags & SB_DIRSYNC != 0, "dirsync"),
         (sb_flags & SB_LAZYTIME != 0, "lazytime"),
     ];
-    let rw = if sb_flags & SB_RDONLY != 0 {
-        "ro"
-    } else {
-        "rw"
-    };
-    std::iter::once(rw)
-        .chain(flags.iter().filter(|(on, _)| *on).map(|(_, name)| *name))
+    spelled(sb_flags & SB_RDONLY != 0, &flags)
         .chain(fs_options.split(',').filter(|o| !o.is_empty()))
         .map(String::from)
         .collect()
+}
+
+/// `ro` or `rw`, then the name of each flag that is on, in the table's order: how the
+/// mount table spells both its mount and its superblock options.
+fn spelled<'a>(
+    read_only: bool,
+    flags: &'a [(bool, &'static str)],
+) -> impl Iterator<Item = &'a str> {
+    let rw = if read_only { "ro" } else { "rw" };
+    std::iter::once(rw).chain(flags.iter().filter(|(on, _)| *on).map(|(_, name)| *name))
 }
 
 #[cfg(test)]
