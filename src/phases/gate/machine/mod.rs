@@ -355,8 +355,9 @@ impl<'a, W: World> Machine<'a, W> {
             return Step::Finish(End::Unusable);
         }
         self.unlock();
+        // (the pause needs no extension of its own: the look before it asked systemd for
+        // the hold's time left and the slack, which ends where this pause's would)
         let pause = self.poll.next().min(left);
-        self.extend(pause + EXTEND_SLACK);
         self.holding = true;
         let holding = format!("holding kubelet: {}", self.failure);
         self.progress.waiting(&holding, left);
