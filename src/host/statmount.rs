@@ -110,6 +110,20 @@ pub fn mount_holding(path: &Path, judged: bool) -> Option<MountEntry> {
     healthy_entry(&read(on.unique_id)?, judged)
 }
 
+/// The mounts holding `paths`, once each, as a partial table; only located (a read-only
+/// one is described too: no option of theirs is judged). `None` when one cannot be
+/// described.
+pub fn mounts_holding<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Option<MountTable> {
+    let mut entries: Vec<MountEntry> = Vec::new();
+    for path in paths {
+        let mount = mount_holding(path, false)?;
+        if entries.iter().all(|m| m.mount_id != mount.mount_id) {
+            entries.push(mount);
+        }
+    }
+    Some(MountTable::of_mounts(entries))
+}
+
 /// The mount at exactly `path` (a mount root whose mount point is `path` as given).
 pub fn mount_at(path: &Path, judged: bool) -> Option<MountEntry> {
     let on = on_mount(path)?;

@@ -5,7 +5,6 @@
 
 use crate::containerd::client::peer_pid;
 use crate::host::mountinfo::MountTable;
-use crate::host::statmount;
 use crate::host::proc::{read_bounded, Links};
 use crate::host::Host;
 use std::collections::BTreeSet;
@@ -111,29 +110,8 @@ pub fn gather(
         ));
     }
     f.dbs = open_dbs(&proc, &f.root);
-    let own = match same_mount_namespace(host, &proc) {
-        true => own_mounts(),
-        false => None,
-    };
-    f.mounts = match own {
-        Some(table) if !table.partial || partial_answers(&table, &f.dbs) => Ok(table),
-        _ => MountTable::read(&proc.join("mountinfo")).map(Arc::new),
-    };
+    f.mounts = super::mounts::table(host, &proc, own_mounts, &f.dbs);
     f
-}
-
-/// The volume look's few mounts (a partial table) answer for every database, else the
-/// whole table is read.
-fn partial_answers(table: &MountTable, dbs: &Result<Vec<OpenDb>, String>) -> bool {
-    let answers = |db: &OpenDb| statmount::answers_for(table, &db.expected, db.mnt_id);
-    dbs.as_ref().is_ok_and(|dbs| dbs.iter().all(answers))
-}
-
-/// The guard and the process at `proc` are in one mount namespace (the `ns/mnt` links name
-/// the same namespace inode).
-fn same_mount_namespace(host: &Host, proc: &Path) -> bool {
-    let ns = |p: &Path| std::fs::metadata(p.join("ns/mnt")).map(|m| (m.dev(), m.ino()));
-    matches!((ns(&host.proc("self")), ns(proc)), (Ok(a), Ok(b)) if a == b)
 }
 
 /// The root `pid` computes from its own command line and config

@@ -1,6 +1,7 @@
 //! Does containerd hold its metadata on the filesystem now mounted at its root?
 
 pub mod facts;
+mod mounts;
 pub mod rules;
 
 use super::family::{Family, Judging, Remedy, Verdict};

@@ -74,6 +74,33 @@ fn a_directory_below_a_mount_point_is_not_a_mount_of_its_own() {
 }
 
 #[test]
+fn paths_on_one_mount_give_it_once_and_a_missing_path_gives_no_table() {
+    if !kernel_answers() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::write(&a, "").unwrap();
+    std::fs::write(&b, "").unwrap();
+    let got = mounts_holding([a.as_path(), b.as_path(), Path::new("/")]).unwrap();
+    assert!(
+        got.partial,
+        "a few mounts asked one by one are no whole table"
+    );
+    let table = table();
+    let mut expected = vec![table.containing(&a).unwrap().mount_id];
+    let root = table.containing(Path::new("/")).unwrap().mount_id;
+    if !expected.contains(&root) {
+        expected.push(root);
+    }
+    let ids: Vec<u64> = got.entries.iter().map(|m| m.mount_id).collect();
+    assert_eq!(ids, expected);
+    // a database that is gone: the caller reads the whole table
+    let gone = dir.path().join("gone");
+    assert_eq!(mounts_holding([a.as_path(), gone.as_path()]), None);
+}
+
+#[test]
 fn options_are_spelled_as_the_table_spells_them() {
     let attr = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
     assert_eq!(
