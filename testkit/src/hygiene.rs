@@ -482,13 +482,18 @@ pub struct CgroupPayload {
 
 impl CgroupPayload {
     pub fn start() -> CgroupPayload {
+        CgroupPayload::spawn(std::process::Command::new("sleep").arg("600"))
+    }
+
+    /// As [`CgroupPayload::start`], the payload being `payload` (which may prepare itself,
+    /// then `exec sleep`): it is moved into the cgroup once spawned.
+    pub fn spawn(payload: &mut std::process::Command) -> CgroupPayload {
         let container_id = format!("{}{}", super::unique("", 32), super::unique("", 32));
         let pod = super::workload::pod_cgroup(&super::random_uuid());
         let cgroup = format!("{pod}/{container_id}");
-        let child = std::process::Command::new("sleep")
-            .arg("600")
+        let child = payload
             .spawn()
-            .expect("spawn sleep");
+            .unwrap_or_else(|e| panic!("spawn {payload:?}: {e}"));
         let pid = child.id() as i32;
         // cpuset needs its cpus and mems copied down each level; the others suffice.
         for h in cgroup_hierarchies()
