@@ -6,18 +6,27 @@
 //! (kubelet's cgroup tree is listed instead, and every container in it is vouched for by
 //! CRI), and not containerd's `mountinfo` when it shares the guard's mount namespace
 //! (`strace`). Its own mount table (`/proc/self/mountinfo`) is opened at most once, as
-//! often with a few hundred more mounts as with none. A family that adds a per-pod round
-//! trip, a read of every process or a second read of the mount table fails here. Root only; a real containerd with CRI, runc and kubelet's cgroupfs layout.
+//! often with a few hundred more mounts as with none. An orphaned payload's table
+//! (`/proc/PID/mountinfo`, where the orphan look finds its root filesystem) is opened once
+//! a run and read whole under its cap, only to its cap with thousands of mounts in the
+//! payload's own mount namespace (`strace -y`: the bytes read from that file). A family
+//! that adds a per-pod round trip, a read of every process or a second read of a mount
+//! table fails here. Root only; a real containerd with CRI, runc and kubelet's cgroupfs
+//! layout.
 
 use testkit as support;
 
+use containerd_guard::checks::orphans::facts::MOUNTINFO_CAP;
 use containerd_guard::host::statmount;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 use support::grpc_proxy::GrpcProxy;
+use support::hygiene::CgroupPayload;
+use support::suite::hygiene::serial;
 use support::workload::{HygieneNode, Pod};
-use support::{root_or_skip, Guard};
+use support::{poll_until, root_or_skip, Guard};
 
 const TOOLS: &[&str] = &["containerd", "ctr", "runc", "gcc", "strace"];
 const WAIT: Duration = Duration::from_secs(30);
@@ -109,6 +118,8 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_no_pod_process_wh
     let Some(_root) = root_or_skip(TOOLS) else {
         return;
     };
+    // (not beside w03: its orphans, in the same kubepods tree, would be this node's too)
+    let _serial = serial();
     let node = HygieneNode::start();
     let proxy = GrpcProxy::counting(&node.socket(), &node.t.path().join("counting.sock"));
     let cfg = node
@@ -311,4 +322,140 @@ fn w02_verify_and_hygiene_read_a_mount_table_at_most_once_whatever_its_size() {
              table, and read {hygiene:?}"
         );
     }
+}
+
+/// A process in a container cgroup of its own with no task and no shim (what an orphan is
+/// to the look), in a mount namespace of its own with `2^doublings` more mounts than the
+/// host's: `unshare -m`, then the doubling `--rbind`s of [`own_mountinfo_opens`], then
+/// `exec sleep`. Its mounts go with it when it is killed (on drop).
+fn payload_with_mounts(dir: &Path, doublings: u32) -> CgroupPayload {
+    let extra = dir.join(format!("payload-mounts.{doublings}"));
+    std::fs::create_dir_all(&extra).unwrap();
+    let script = format!(
+        "set -e; d='{extra}'; mount -t tmpfs -o size=64k guard-test-mounts \"$d\"
+         i=0; while [ $i -lt {doublings} ]; do mkdir \"$d/$i\"; i=$((i + 1)); done
+         i=0; while [ $i -lt {doublings} ]; do mount --rbind \"$d\" \"$d/$i\"; i=$((i + 1)); done
+         exec sleep 600",
+        extra = extra.display(),
+    );
+    let payload = CgroupPayload::spawn(
+        Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg(&script),
+    );
+    // ready once it runs `sleep`; a zombie (the script failed) never will
+    let stat = format!("/proc/{}/stat", payload.pid);
+    let ready = poll_until("the payload to make its mounts", WAIT, || {
+        let stat = std::fs::read_to_string(&stat).unwrap_or_default();
+        match stat.rsplit_once(") ") {
+            Some((_, state)) if state.starts_with('Z') => Some(false),
+            Some((name, _)) => name.ends_with("(sleep").then_some(true),
+            None => Some(false),
+        }
+    });
+    assert!(ready, "the payload's script failed (its stderr is above)");
+    payload
+}
+
+/// How often one traced run opened `/proc/<pid>/mountinfo`, and the bytes it read from it,
+/// from `strace -ff -y`: one file per thread (no call split across lines), each fd shown
+/// with its path (`read(7</proc/42/mountinfo>, ...) = 4096`).
+fn mountinfo_reads(trace: &Path, pid: i32) -> (usize, u64) {
+    let file = format!("/proc/{pid}/mountinfo");
+    let (path_arg, fd_arg) = (format!("\"{file}\""), format!("<{file}>,"));
+    let prefix = format!("{}.", trace.file_name().unwrap().to_string_lossy());
+    let (mut opens, mut bytes) = (0, 0);
+    for entry in std::fs::read_dir(trace.parent().unwrap())
+        .unwrap()
+        .flatten()
+    {
+        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
+            let Some((call, args)) = line.split_once('(') else {
+                continue;
+            };
+            let first_arg = args.split_once(' ').map_or(args, |(a, _)| a);
+            if call == "openat" && args.contains(&path_arg) {
+                opens += 1;
+            } else if READS.contains(&call) && first_arg.ends_with(&fd_arg) {
+                // (an error returns `-1 EAGAIN (...)`, no byte)
+                let returned = line.rsplit_once(") = ").map(|(_, n)| n.trim());
+                bytes += returned.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+            }
+        }
+    }
+    (opens, bytes)
+}
+
+/// The calls that read a file through its fd, all traced.
+const READS: [&str; 4] = ["read", "pread64", "readv", "preadv"];
+
+/// The slack past the cap: one read's buffer, for a reader that stops after the read that
+/// reached the cap rather than at the cap.
+const ONE_READ: u64 = 64 << 10;
+
+#[test]
+fn w03_the_orphan_look_reads_each_payloads_mount_table_once_and_only_to_its_cap() {
+    let Some(_root) = root_or_skip(&[TOOLS, &["unshare", "mount", "sleep"]].concat()) else {
+        return;
+    };
+    if support::containerd::containerd_dir().is_some() {
+        // how a payload's mount table is read does not depend on containerd's version:
+        // the suite's own containerd proves it; the other versions' runs skip it
+        return;
+    }
+    // (not beside w01, whose healthy node has no orphan)
+    let _serial = serial();
+    let node = HygieneNode::start();
+    let cfg = node.t.write_guard_config_with(|c| c);
+    let dir = node.t.path();
+    let (small, large) = (payload_with_mounts(dir, 0), payload_with_mounts(dir, 13));
+    let trace = dir.join("strace.payloads");
+    let out = Guard::with_config(&cfg)
+        .wrapped_in(&[
+            "strace",
+            "-ff",
+            "-qq",
+            "-y",
+            "-e",
+            &format!("trace=openat,{}", READS.join(",")),
+            "-o",
+            &trace.display().to_string(),
+        ])
+        .run(&["verify", "--json"]);
+    // both were looked at: confirmed orphans, named by pid
+    out.expect(1, "runtime.orphans", "fail").mentions(
+        "runtime.orphans",
+        &[
+            &format!("pid {} (", small.pid),
+            &format!("pid {} (", large.pid),
+        ],
+    );
+    let table_size = |p: &CgroupPayload| {
+        let table = std::fs::read(format!("/proc/{}/mountinfo", p.pid)).unwrap();
+        table.len() as u64
+    };
+    let (small_size, large_size) = (table_size(&small), table_size(&large));
+    assert!(
+        small_size < MOUNTINFO_CAP && large_size > 2 * MOUNTINFO_CAP,
+        "the payloads' mount tables are {small_size} and {large_size} bytes, not one under \
+         the cap ({MOUNTINFO_CAP}) and one well over it: this test proves nothing"
+    );
+    let (small_opens, small_read) = mountinfo_reads(&trace, small.pid);
+    let (large_opens, large_read) = mountinfo_reads(&trace, large.pid);
+    assert_eq!(
+        (small_opens, small_read),
+        (1, small_size),
+        "a payload's mount table under the cap is opened once a run and read whole \
+         ({small_size} bytes)"
+    );
+    assert!(
+        large_opens <= 1 && large_read <= MOUNTINFO_CAP + ONE_READ,
+        "guard verify opened the {large_size}-byte mount table of pid {} {large_opens} \
+         time(s) and read {large_read} bytes of it: at most once a run and to its cap \
+         ({MOUNTINFO_CAP} bytes), whatever its size",
+        large.pid
+    );
 }

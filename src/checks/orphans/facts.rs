@@ -77,6 +77,29 @@ pub enum ShimRuntime {
 /// their shim ancestry. The workloads' pass over `/proc` found the processes in pod
 /// cgroups; only those that could be orphans are read further (on a healthy node: none).
 pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
+    look_with_roots(host, workloads, |info| root_dirs(host, info.pid))
+}
+
+/// The confirming look: as [`look`], each process's root filesystem taken from `first`
+/// (the same pid and start time), not read again. The rules judge the processes as the
+/// first look saw them, and a payload's `mountinfo` is read once a run.
+pub fn look_again(host: &Host, workloads: Workloads, first: &OrphanLook) -> OrphanLook {
+    look_with_roots(host, workloads, |info| {
+        first
+            .processes
+            .iter()
+            .find(|p| p.info.pid == info.pid && p.info.start_ticks == info.start_ticks)
+            .map(|p| p.root_dirs.clone())
+            .unwrap_or_default()
+    })
+}
+
+/// The look, with `roots` saying what a process without a shim runs on.
+fn look_with_roots(
+    host: &Host,
+    workloads: Workloads,
+    roots: impl Fn(&ProcInfo) -> Vec<PathBuf>,
+) -> OrphanLook {
     let uptime_ticks = uptime_ticks(host);
     let tps = proc::ticks_per_second();
     let live: std::collections::BTreeSet<String> = workloads
@@ -98,7 +121,7 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
         let shim = shim_ancestor(host, &info, &mut cache);
         let root_dirs = match shim {
             Some(_) => Vec::new(),
-            None => root_dirs(host, pid),
+            None => roots(&info),
         };
         processes.push(PodProcess {
             age_secs: uptime_ticks.saturating_sub(info.start_ticks) / tps,
@@ -119,7 +142,7 @@ pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
 }
 
 /// At most this much of a payload's `mountinfo` is read (its root is the first line).
-const MOUNTINFO_CAP: u64 = 256 << 10;
+pub const MOUNTINFO_CAP: u64 = 256 << 10;
 
 /// The directories the root filesystem of `pid` is made of, from its `mountinfo` (read
 /// bounded; a payload controls how many mounts it has). Empty when unknown.

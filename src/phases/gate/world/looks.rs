@@ -87,7 +87,8 @@ impl Look<'_> {
         if suspicious {
             tokio::time::sleep(SECOND_LOOK).await;
             if let Ok(second) = workloads::gather(self.host, conn, &self.target.state).await {
-                orphans.second = Some(orphans::look(self.host, second.clone()));
+                let again = orphans::look_again(self.host, second.clone(), &orphans.first);
+                orphans.second = Some(again);
                 leaks.second = Some(second);
             }
             let confirmed = orphan_rules::confirmed(&orphans);
