@@ -53,8 +53,20 @@ struct Work {
 fn work_of(cfg: &Path, proxy: &GrpcProxy, dir: &Path, label: &str) -> Work {
     let trace = dir.join(format!("strace.{label}"));
     let before = proxy.counts();
+    // (-y: each opened fd is shown with its path, also where the guard opened it relative
+    // to a directory it holds, as it walks kubelet's cgroup tree)
+    let trace_arg = trace.display().to_string();
     let out = Guard::with_config(cfg)
-        .tracing_opens(&trace)
+        .wrapped_in(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-y",
+            "-e",
+            "trace=openat",
+            "-o",
+            &trace_arg,
+        ])
         .run(&["verify"]);
     // (the tree's containerd root is not a mount: verify fails volume.mounted, as it should)
     for healthy in ["ok    runtime.orphans", "ok    runtime.leaked-tasks"] {
@@ -75,9 +87,15 @@ fn work_of(cfg: &Path, proxy: &GrpcProxy, dir: &Path, label: &str) -> Work {
         let Some(path) = line.split('"').nth(1) else {
             continue;
         };
-        if path.ends_with("/cgroup.procs") {
-            cgroup_procs.push(path.to_string());
-        } else if path.starts_with("/sys/fs/cgroup/") && path.contains("/kubepods") {
+        // the path opened: the new fd's (`= 5</sys/fs/cgroup/...>`), else the argument
+        let opened = line
+            .rsplit_once(" = ")
+            .and_then(|(_, fd)| fd.split_once('<'))
+            .and_then(|(_, p)| p.strip_suffix('>'))
+            .unwrap_or(path);
+        if opened.ends_with("/cgroup.procs") {
+            cgroup_procs.push(opened.to_string());
+        } else if opened.starts_with("/sys/fs/cgroup/") && opened.contains("/kubepods") {
             kubepods_dirs += 1;
         }
         let mut parts = path.strip_prefix("/proc/").unwrap_or("").splitn(2, '/');

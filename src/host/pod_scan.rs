@@ -13,8 +13,10 @@ use super::cgroup::{container_cgroup_of, parse_container_cgroup, parse_procs, Co
 use super::proc::{pids, CGROUP_CAP};
 use super::proc_files::ProcFiles;
 use super::Host;
+use rustix::fs::{openat, FileType, Mode, OFlags, RawDir, CWD};
 use std::collections::BTreeSet;
 use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -113,8 +115,7 @@ fn tree(hierarchy: &Path) -> Option<Vec<ContainerCgroup>> {
     let (mut out, mut budget) = (Vec::new(), TREE_CAP);
     let mut found = false;
     for top in KUBEPODS {
-        let dir = hierarchy.join(top);
-        if dir.is_dir() {
+        if let Some(dir) = open_dir(CWD, hierarchy.join(top)) {
             found = true;
             walk(&dir, &format!("/{top}"), DEPTH, &mut out, &mut budget)?;
         }
@@ -122,36 +123,66 @@ fn tree(hierarchy: &Path) -> Option<Vec<ContainerCgroup>> {
     found.then_some(out)
 }
 
-/// Lists `dir` (the cgroup `rel`) and what is below it, `depth` levels down, into `out`.
-/// A directory that cannot be listed (a pod removed meanwhile) is skipped; `None` when the
-/// budget is spent.
+/// Lists the open directory `dir` (the cgroup `rel`) and what is below it, `depth` levels
+/// down, into `out`. A directory that cannot be opened (a pod removed meanwhile) is
+/// skipped; `None` when the budget is spent. Each directory below is opened relative to
+/// its parent: one lookup, not the whole path's.
 fn walk(
-    dir: &Path,
+    dir: &OwnedFd,
     rel: &str,
     depth: usize,
     out: &mut Vec<ContainerCgroup>,
     budget: &mut usize,
 ) -> Option<()> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Some(());
-    };
-    // (a cgroup filesystem has no symlinks; d_type says what is a directory, no stat)
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        *budget = budget.checked_sub(1)?;
-        let Some(name) = entry.file_name().to_str().map(String::from) else {
+    for name in subdirectories(dir, budget)? {
+        let Ok(name) = name.into_string() else {
             continue;
         };
         let path = format!("{rel}/{name}");
         match parse_container_cgroup(&path) {
             Some(cgroup) => out.push(cgroup),
-            None if depth > 1 => walk(&entry.path(), &path, depth - 1, out, budget)?,
+            None if depth > 1 => {
+                if let Some(below) = open_dir(dir, name.as_str()) {
+                    walk(&below, &path, depth - 1, out, budget)?;
+                }
+            }
             None => {}
         }
     }
     Some(())
+}
+
+/// Opens a directory at `path` (relative to `at`) for listing: never through a symlink,
+/// never blocking.
+fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> Option<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+    openat(
+        at,
+        path,
+        flags | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .ok()
+}
+
+/// The names of the directories in `dir`, from `getdents64` alone: a cgroup filesystem
+/// has no symlinks and gives each entry's type, so nothing is stat'ed (`opendir` would
+/// add an `fstat` a directory). A listing that fails midway gives what it read; `None`
+/// when the budget is spent.
+fn subdirectories(dir: &OwnedFd, budget: &mut usize) -> Option<Vec<std::ffi::CString>> {
+    // (a cgroup's name is at most 255 bytes: any entry fits)
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+    let mut entries = RawDir::new(dir, &mut buf);
+    let mut names = Vec::new();
+    while let Some(Ok(entry)) = entries.next() {
+        let name = entry.file_name();
+        if entry.file_type() != FileType::Directory || name == c"." || name == c".." {
+            continue;
+        }
+        *budget = budget.checked_sub(1)?;
+        names.push(name.to_owned());
+    }
+    Some(names)
 }
 
 /// The pids in a cgroup directory's `cgroup.procs` (read bounded: whole lines of the
