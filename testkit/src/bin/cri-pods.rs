@@ -16,7 +16,8 @@
 //!   cri-pods stop-container SOCKET ID   CRI StopContainer (grace 10 s)
 //!   cri-pods state SOCKET ID         ContainerStatus: prints CONTAINER_RUNNING, _EXITED, ...
 //!
-//! Pods are in pod namespace `guard-bench`, labelled `guard-bench=1`. One connection is
+//! Pods are in pod namespace `guard-bench`, labelled `guard-bench=1`, with kubelet's own
+//! labels and annotations on each sandbox and container (CRI's listings carry them). One connection is
 //! shared by every call (tonic multiplexes it); calls like src/containerd/pod.rs makes them.
 
 use containerd_guard::containerd::client::{connect, request, status_text};
@@ -109,8 +110,50 @@ fn sandbox_config(name: &str, uid: &str) -> PodSandboxConfig {
         ..Default::default()
     }
     .config();
-    config.labels = HashMap::from([(LABEL.to_string(), "1".to_string())]);
+    config.labels = kubelet_labels(name, uid, None);
+    config.annotations = pairs(&[
+        (
+            "kubernetes.io/config.seen",
+            "2026-12-06T12:00:00.000000000Z",
+        ),
+        ("kubernetes.io/config.source", "api"),
+    ]);
     config
+}
+
+/// The labels kubelet gives a pod's sandbox (`container`: None) or one of its containers,
+/// and this program's own.
+fn kubelet_labels(pod: &str, uid: &str, container: Option<&str>) -> HashMap<String, String> {
+    let mut labels = pairs(&[
+        (LABEL, "1"),
+        ("io.kubernetes.pod.name", pod),
+        ("io.kubernetes.pod.namespace", POD_NAMESPACE),
+        ("io.kubernetes.pod.uid", uid),
+    ]);
+    if let Some(name) = container {
+        labels.insert("io.kubernetes.container.name".into(), name.into());
+    }
+    labels
+}
+
+/// The annotations kubelet gives each container it creates.
+fn container_annotations() -> HashMap<String, String> {
+    pairs(&[
+        ("io.kubernetes.container.hash", "6a5a9c5d"),
+        ("io.kubernetes.container.restartCount", "0"),
+        (
+            "io.kubernetes.container.terminationMessagePath",
+            "/dev/termination-log",
+        ),
+        ("io.kubernetes.container.terminationMessagePolicy", "File"),
+        ("io.kubernetes.pod.terminationGracePeriod", "30"),
+    ])
+}
+
+fn pairs(kv: &[(&str, &str)]) -> HashMap<String, String> {
+    kv.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// One pod: sandbox, container created and started. Returns `sandbox container uid`.
@@ -131,7 +174,8 @@ async fn one_pod(
     )?
     .pod_sandbox_id;
     let container = ContainerConfig {
-        labels: HashMap::from([(LABEL.to_string(), "1".to_string())]),
+        labels: kubelet_labels(&name, &uid, Some("payload")),
+        annotations: container_annotations(),
         ..container_config("payload", &image)
     };
     let req = CreateContainerRequest {
