@@ -293,13 +293,13 @@ mod tests {
     fn a_leak_is_confirmed_only_by_a_second_look() {
         let w = look(TaskStatus::Stopped, false, Some(CriState::Exited));
         let once = LeakedTaskFacts {
-            first: w.clone(),
+            first: w.clone().into(),
             second: None,
         };
         assert_eq!(evaluate(Some(&once), true).0.status, Status::Pass);
         let gone = LeakedTaskFacts {
-            first: w.clone(),
-            second: Some(Workloads::default()),
+            first: w.clone().into(),
+            second: Some(Workloads::default().into()),
         };
         assert_eq!(
             evaluate(Some(&gone), true).0.status,
@@ -307,8 +307,8 @@ mod tests {
             "reaped meanwhile"
         );
         let twice = LeakedTaskFacts {
-            first: w.clone(),
-            second: Some(w),
+            first: w.clone().into(),
+            second: Some(w.into()),
         };
         let (f, delete) = evaluate(Some(&twice), true);
         assert_eq!(f.status, Status::Fail);
@@ -331,8 +331,8 @@ mod tests {
     fn a_task_cri_never_knew_is_reported_as_left_alone_and_never_deleted() {
         let stranger = look(TaskStatus::Stopped, false, None);
         let f = LeakedTaskFacts {
-            first: stranger.clone(),
-            second: Some(stranger),
+            first: stranger.clone().into(),
+            second: Some(stranger.into()),
         };
         let (finding, delete) = evaluate(Some(&f), true);
         assert!(delete.is_empty(), "{delete:?}");

@@ -10,6 +10,7 @@ use crate::host::proc::{self, ProcInfo};
 use crate::host::{read_head_lines, Host};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A process in a container cgroup.
@@ -42,7 +43,7 @@ pub struct OrphanLook {
     pub processes: Vec<PodProcess>,
     /// How many container cgroups the look saw.
     pub container_cgroups: usize,
-    pub workloads: Workloads,
+    pub workloads: Arc<Workloads>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,14 +77,14 @@ pub enum ShimRuntime {
 /// The processes in kubelet container cgroups whose container has no live task, with
 /// their shim ancestry. The workloads' pass over `/proc` found the processes in pod
 /// cgroups; only those that could be orphans are read further (on a healthy node: none).
-pub fn look(host: &Host, workloads: Workloads) -> OrphanLook {
+pub fn look(host: &Host, workloads: Arc<Workloads>) -> OrphanLook {
     look_with_roots(host, workloads, |info| root_dirs(host, info.pid))
 }
 
 /// The confirming look: as [`look`], each process's root filesystem taken from `first`
 /// (the same pid and start time), not read again. The rules judge the processes as the
 /// first look saw them, and a payload's `mountinfo` is read once a run.
-pub fn look_again(host: &Host, workloads: Workloads, first: &OrphanLook) -> OrphanLook {
+pub fn look_again(host: &Host, workloads: Arc<Workloads>, first: &OrphanLook) -> OrphanLook {
     look_with_roots(host, workloads, |info| {
         first
             .processes
@@ -97,7 +98,7 @@ pub fn look_again(host: &Host, workloads: Workloads, first: &OrphanLook) -> Orph
 /// The look, with `roots` saying what a process without a shim runs on.
 fn look_with_roots(
     host: &Host,
-    workloads: Workloads,
+    workloads: Arc<Workloads>,
     roots: impl Fn(&ProcInfo) -> Vec<PathBuf>,
 ) -> OrphanLook {
     let uptime_ticks = uptime_ticks(host);

@@ -45,7 +45,8 @@ fn look(procs: Vec<PodProcess>, live: &[&str]) -> OrphanLook {
         workloads: Workloads {
             tasks,
             ..Default::default()
-        },
+        }
+        .into(),
     }
 }
 

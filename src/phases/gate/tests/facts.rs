@@ -43,6 +43,7 @@ pub(super) fn leak_facts(leak: bool) -> LeakedTaskFacts {
             },
         });
     }
+    let w = std::sync::Arc::new(w);
     LeakedTaskFacts {
         first: w.clone(),
         second: leak.then_some(w),

@@ -68,7 +68,8 @@ impl Look<'_> {
         let conn = self.conn()?;
         let first = workloads::gather(self.host, conn, &self.target.state)
             .await
-            .ok()?;
+            .ok()
+            .map(std::sync::Arc::new)?;
         let first_look = tracing::debug_span!("orphan look")
             .in_scope(|| orphans::look(self.host, first.clone()));
         let mut orphans = OrphanFacts {
@@ -86,7 +87,8 @@ impl Look<'_> {
             || !orphan_rules::candidates(&orphans.first).is_empty();
         if suspicious {
             tokio::time::sleep(SECOND_LOOK).await;
-            if let Ok(second) = workloads::gather(self.host, conn, &self.target.state).await {
+            let again = workloads::gather(self.host, conn, &self.target.state).await;
+            if let Ok(second) = again.map(std::sync::Arc::new) {
                 let again = orphans::look_again(self.host, second.clone(), &orphans.first);
                 orphans.second = Some(again);
                 leaks.second = Some(second);
