@@ -136,15 +136,21 @@ pub fn task_bundles(host: &Host, state: &Path) -> Option<BTreeSet<String>> {
 pub async fn gather(host: &Host, conn: &Conn, state: &Path) -> Result<Workloads, RpcError> {
     // The cgroup look runs on a thread of its own while containerd answers the lists.
     let cgroups = crate::checks::off_the_loop("pod cgroups", host, pod_scan::look);
-    let bundles = task_bundles(host, state);
-    let others = async {
-        match bundles {
+    // (polled after CRI's listings are sent: the bundles are read while containerd works)
+    let bundles_then_others = async {
+        let bundles = task_bundles(host, state);
+        let others = match bundles {
             Some(_) => Ok(Vec::new()),
             None => tasks::made_by_others(conn, K8S_NS).await,
-        }
+        };
+        (bundles, others)
     };
-    let (cgroups, containers, sandboxes, others) =
-        tokio::join!(cgroups, cri::containers(conn), cri::sandboxes(conn), others);
+    let (cgroups, containers, sandboxes, (bundles, others)) = tokio::join!(
+        cgroups,
+        cri::containers(conn),
+        cri::sandboxes(conn),
+        bundles_then_others
+    );
     let (containers, sandboxes, others) = (containers?, sandboxes?, others?);
     let in_pods = cgroups.processes(&vouched_for(&containers, &sandboxes));
     let ask = to_ask(&containers, &sandboxes, bundles.as_ref(), &others, &in_pods);
