@@ -85,7 +85,9 @@ pub fn run_gate_with(
     if ctx.command == crate::command::Command::Verify {
         world = world.asking_kubelet_version(ctx.writes != crate::context::Writes::Nothing);
     }
-    let gate = gate::run(&mut world, settings, mode, ctx.command);
+    // (boxed: the gate's future is tens of KiB, and each move of it, into the deadline's
+    // wrapper and into the runtime, would copy it to fresh stack)
+    let gate = Box::pin(gate::run(&mut world, settings, mode, ctx.command));
     let Some(deadline) = mode.deadline else {
         return Ok(rt.block_on(gate));
     };
