@@ -27,6 +27,26 @@ fn image_spec(reference: &str) -> Option<ImageSpec> {
     })
 }
 
+/// Waits, at most `bound`, until CRI answers `Status`, as kubelet does before it runs a
+/// pod: containerd serves its socket, and tells systemd it is ready, a moment before its
+/// CRI plugin is initialised ("server is not initialized yet" until then). The last
+/// error when it never answered.
+pub async fn wait_for_cri(socket: &Path, bound: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let answer = async {
+            let mut c = RuntimeServiceClient::new(channel(socket).await?);
+            let req = request(StatusRequest { verbose: false }, None, CALL_TIMEOUT);
+            c.status(req).await.map(|_| ()).map_err(|s| status_text(&s))
+        };
+        match answer.await {
+            Ok(()) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
 /// The I/O runtime of a kubelet stand-in tool; when it cannot start, the tool says so in
 /// the stand-in's `key=value` protocol (`result=fail`) and exits 1.
 pub fn stand_in_runtime() -> tokio::runtime::Runtime {

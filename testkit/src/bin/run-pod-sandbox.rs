@@ -1,5 +1,6 @@
 //! The kubelet's view, for the demo and for the VM tests' kubelet stand-in (no crictl on
-//! Debian 12, no kubelet here): CRI RunPodSandbox of a host-network pod with the configured
+//! Debian 12, no kubelet here): once CRI answers `Status` (at most 60 s, as kubelet waits
+//! for the runtime), CRI RunPodSandbox of a host-network pod with the configured
 //! sandbox image, PodSandboxStatus until it says SANDBOX_READY, then StopPodSandbox and
 //! RemovePodSandbox. Prints `key=value` lines (`result=ok|fail`, `pod_sandbox_id=`,
 //! `state=`, `error=`) and exits 0 or 1.
@@ -9,7 +10,12 @@
 //! `--keep` leaves the sandbox running, as kubelet would (the VM stand-in does this).
 
 use std::path::PathBuf;
-use testkit::cri::{remove_pod, sandbox_state, start_host_network_pod};
+use std::time::Duration;
+use testkit::cri::{remove_pod, sandbox_state, start_host_network_pod, wait_for_cri};
+
+/// How long the stand-in waits for CRI to answer before its pod, as kubelet waits for the
+/// runtime to be ready: containerd's CRI plugin initialises after containerd is ready.
+const CRI_WAIT: Duration = Duration::from_secs(60);
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -21,6 +27,10 @@ fn main() {
     let rt = testkit::cri::stand_in_runtime();
     let pid = std::process::id();
     let ok = rt.block_on(async {
+        if let Err(e) = wait_for_cri(&socket, CRI_WAIT).await {
+            println!("result=fail\nerror=CRI Status: {}", e.replace('\n', " "));
+            return false;
+        }
         let id = match start_host_network_pod(
             &socket,
             &format!("standin-{pid}"),
