@@ -10,7 +10,8 @@ scenario=$(cat /run/vm-tests/scenario 2>/dev/null)
 if [ -s /run/vm-tests/socket ]; then CONTAINERD_ADDRESS=$(cat /run/vm-tests/socket); export CONTAINERD_ADDRESS; fi
 # Wait for the boot to settle, bounded: a scenario unit of this boot (the running-node
 # scenarios, readme-recovery) has ended, and either the boot finished (running/degraded) or
-# containerd is held: its pre-start failed twice (once, then once more on its Restart=).
+# containerd is held: its pre-start failed twice (once, then once more on its Restart=),
+# and where the boot times kubelet's held start, that start has ended.
 # A held containerd's start job never ends (each failed pre-start goes to auto-restart),
 # so kubelet's and the boot target's jobs wait for it and the boot never finishes.
 gen=/run/systemd/generator
@@ -20,10 +21,15 @@ scenario_done() {
   [ -e "$gen/multi-user.target.wants/vm-tests-scenario.service" ] || [ -e "$gen/vm-tests-recover.service" ] || return 0
   grep -q '^scenario.done=' /run/vm-tests/scenario.txt 2>/dev/null
 }
+# a boot that times kubelet's held start (vmtest.kubelettimeout=, `never`): it has ended
+held_kubelet_ended() {
+  grep -q 'vmtest\.kubelettimeout=' /proc/cmdline || return 0
+  journalctl -b -o cat _PID=1 UNIT=kubelet.service 2>/dev/null | grep -q '^Failed to start kubelet\.service'
+}
 settled() {
   scenario_done || return 1
   case $(systemctl is-system-running 2>/dev/null) in initializing|starting) ;; *) return 0 ;; esac
-  [ "$(prestart_failures)" -ge 2 ]
+  [ "$(prestart_failures)" -ge 2 ] && held_kubelet_ended
 }
 bound=200
 scenario_done || bound=800   # the scenario unit's own steps are bounded (TimeoutStartSec)
