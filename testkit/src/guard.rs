@@ -91,10 +91,21 @@ impl Guard {
     }
 
     /// Run the guard under `strace -f`, every `openat` it and its children make written to
-    /// `trace`: what a test reads to count the files a command opens.
+    /// `trace`: what a test reads to count the files a command opens. With `-y`, each fd is
+    /// shown with its path (`= 5</sys/fs/cgroup/...>`), also a file opened relative to a
+    /// directory the guard holds, whose argument is only a name.
     pub fn tracing_opens(self, trace: &Path) -> Guard {
         let trace = trace.display().to_string();
-        self.wrapped_in(&["strace", "-f", "-qq", "-e", "trace=openat", "-o", &trace])
+        self.wrapped_in(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-y",
+            "-e",
+            "trace=openat",
+            "-o",
+            &trace,
+        ])
     }
 
     /// The command before its arguments: the guard itself, or its wrapper.
