@@ -53,20 +53,8 @@ struct Work {
 fn work_of(cfg: &Path, proxy: &GrpcProxy, dir: &Path, label: &str) -> Work {
     let trace = dir.join(format!("strace.{label}"));
     let before = proxy.counts();
-    // (-y: each opened fd is shown with its path, also where the guard opened it relative
-    // to a directory it holds, as it walks kubelet's cgroup tree)
-    let trace_arg = trace.display().to_string();
     let out = Guard::with_config(cfg)
-        .wrapped_in(&[
-            "strace",
-            "-f",
-            "-qq",
-            "-y",
-            "-e",
-            "trace=openat",
-            "-o",
-            &trace_arg,
-        ])
+        .tracing_opens(&trace)
         .run(&["verify"]);
     // (the tree's containerd root is not a mount: verify fails volume.mounted, as it should)
     for healthy in ["ok    runtime.orphans", "ok    runtime.leaked-tasks"] {
@@ -87,7 +75,8 @@ fn work_of(cfg: &Path, proxy: &GrpcProxy, dir: &Path, label: &str) -> Work {
         let Some(path) = line.split('"').nth(1) else {
             continue;
         };
-        // the path opened: the new fd's (`= 5</sys/fs/cgroup/...>`), else the argument
+        // the path opened: the new fd's (`= 5</sys/fs/cgroup/...>`: the cgroup tree is
+        // opened relative to its parent), else the argument
         let opened = line
             .rsplit_once(" = ")
             .and_then(|(_, fd)| fd.split_once('<'))
@@ -209,6 +198,19 @@ fn w01_verify_on_a_healthy_node_makes_the_same_calls_and_reads_no_pod_process_wh
     drop(running);
 }
 
+/// Shell lines that mount one tmpfs on `dir` and bind it into itself `doublings` times:
+/// each `--rbind` copies every mount made so far, so the mount namespace they run in holds
+/// `2^doublings` more mounts (a node's table grows the same way, with each pod's mounts),
+/// with few processes started.
+fn doubled_mounts(dir: &Path, doublings: u32) -> String {
+    format!(
+        "d='{dir}'; mount -t tmpfs -o size=64k guard-test-mounts \"$d\"
+         i=0; while [ $i -lt {doublings} ]; do mkdir \"$d/$i\"; i=$((i + 1)); done
+         i=0; while [ $i -lt {doublings} ]; do mount --rbind \"$d\" \"$d/$i\"; i=$((i + 1)); done",
+        dir = dir.display(),
+    )
+}
+
 /// The `openat`s of `/proc/self/mountinfo` (or `/proc/<the guard's pid>/mountinfo`) in
 /// one `guard verify` run in a mount namespace of its own with `2^doublings` more mounts
 /// than the host's: the guard's own view of the mount table, whatever its size. There,
@@ -218,16 +220,13 @@ fn own_mountinfo_opens(cfg: &Path, dir: &Path, volume: &Path, doublings: u32) ->
     let trace = dir.join(format!("strace.mounts.{doublings}"));
     let extra = dir.join(format!("extra-mounts.{doublings}"));
     std::fs::create_dir_all(&extra).unwrap();
-    // One tmpfs, bound into itself `doublings` times: each `--rbind` copies every mount
-    // made so far (a node's table grows the same way, with each pod's mounts), and with
-    // few processes started. All of them go with the namespace.
+    // (the doubled mounts go with the namespace)
     let script = format!(
         "set -e; mount --bind '{volume}' '{volume}'
-         d='{extra}'; mount -t tmpfs -o size=64k guard-test-mounts \"$d\"
-         i=0; while [ $i -lt {doublings} ]; do mkdir \"$d/$i\"; i=$((i + 1)); done
-         i=0; while [ $i -lt {doublings} ]; do mount --rbind \"$d\" \"$d/$i\"; i=$((i + 1)); done
+         {mounts}
          wc -l </proc/self/mountinfo >'{extra}.count'
          exec strace -f -qq -e trace=openat -o '{trace}' \"$0\" \"$@\"",
+        mounts = doubled_mounts(&extra, doublings),
         extra = extra.display(),
         trace = trace.display(),
         volume = volume.display(),
@@ -344,17 +343,15 @@ fn w02_verify_and_hygiene_read_a_mount_table_at_most_once_whatever_its_size() {
 
 /// A process in a container cgroup of its own with no task and no shim (what an orphan is
 /// to the look), in a mount namespace of its own with `2^doublings` more mounts than the
-/// host's: `unshare -m`, then the doubling `--rbind`s of [`own_mountinfo_opens`], then
+/// host's: `unshare -m`, then [`doubled_mounts`], then
 /// `exec sleep`. Its mounts go with it when it is killed (on drop).
 fn payload_with_mounts(dir: &Path, doublings: u32) -> CgroupPayload {
     let extra = dir.join(format!("payload-mounts.{doublings}"));
     std::fs::create_dir_all(&extra).unwrap();
     let script = format!(
-        "set -e; d='{extra}'; mount -t tmpfs -o size=64k guard-test-mounts \"$d\"
-         i=0; while [ $i -lt {doublings} ]; do mkdir \"$d/$i\"; i=$((i + 1)); done
-         i=0; while [ $i -lt {doublings} ]; do mount --rbind \"$d\" \"$d/$i\"; i=$((i + 1)); done
+        "set -e; {mounts}
          exec sleep 600",
-        extra = extra.display(),
+        mounts = doubled_mounts(&extra, doublings),
     );
     let payload = CgroupPayload::spawn(
         Command::new("unshare")
