@@ -72,6 +72,12 @@ impl Host {
         &self.root
     }
 
+    /// This tree is the running OS's own, so the kernel's answers about a path (`statx`,
+    /// `statmount`) describe it: live, and not an OS below `--sysroot`.
+    pub fn is_running_os(&self) -> bool {
+        self.is_live() && !self.checks_another_os()
+    }
+
     pub fn is_live(&self) -> bool {
         self.root == Path::new("/")
     }

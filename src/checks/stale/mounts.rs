@@ -52,9 +52,10 @@ fn partial_answers(table: &MountTable, dbs: &Result<Vec<OpenDb>, String>) -> boo
 /// The mounts now holding the databases' paths, asked of the kernel; `None` when it
 /// cannot describe one, or the host is not the running one.
 fn db_mounts(host: &Host, dbs: &Result<Vec<OpenDb>, String>) -> Option<MountTable> {
-    let live = host.is_live() && !host.checks_another_os();
     let paths = dbs.as_ref().ok()?.iter().map(|db| db.expected.as_path());
-    live.then(|| statmount::mounts_holding(paths)).flatten()
+    host.is_running_os()
+        .then(|| statmount::mounts_holding(paths))
+        .flatten()
 }
 
 /// The guard and the process at `proc` are in one mount namespace (the `ns/mnt` links name

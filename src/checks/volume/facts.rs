@@ -164,7 +164,7 @@ pub fn gather(
 /// read-only, a kernel without `statmount`, a tree that is not this host's.
 fn mounts_by_path(host: &Host, path: &Path, under: bool) -> Option<MountTable> {
     use crate::host::statmount::{mount_at, mount_holding};
-    if !host.is_live() || host.checks_another_os() {
+    if !host.is_running_os() {
         return None;
     }
     let volume = mount_at(path, true)?;
