@@ -155,14 +155,8 @@ fn walk(
 /// Opens a directory at `path` (relative to `at`) for listing: never through a symlink,
 /// never blocking.
 fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> Option<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
-    openat(
-        at,
-        path,
-        flags | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::empty(),
-    )
-    .ok()
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    openat(at, path, flags | OFlags::NONBLOCK, Mode::empty()).ok()
 }
 
 /// The names of the directories in `dir`, from `getdents64` alone: a cgroup filesystem
