@@ -352,3 +352,56 @@ fn c06_a_canary_cut_off_by_its_timeout_leaves_nothing_after_the_cleanup() {
     assert_eq!(records(&n), Vec::<String>::new(), "{}", next.dump());
     assert_eq!(n.ctrd.restarts(), 0);
 }
+
+/// A sandbox of kubelet's in the canary's namespace whose pod uid a dead guard's record
+/// names (a uid anyone may set): kubelet's labels alone rule it out. Neither `guard
+/// runtime` nor `verify --repair --deep` stops or removes it, and each says why.
+#[test]
+fn c07_a_kubelet_sandbox_a_dead_guards_record_names_is_never_removed() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    use containerd_guard::host::Host;
+    use containerd_guard::state::{canary::CanaryRecord, StateDir};
+    let n = node("c7");
+    let cfg = config(&n, |c| c);
+    let socket = n.t.socket();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let state = StateDir::open(&Host::live(), &n.t.guard_state_dir()).unwrap();
+    let uid = support::random_uuid().replace('-', "");
+    let record = CanaryRecord::new(&uid, gone.id(), 1, state.boot_id());
+    state.write_canary(&record).unwrap();
+    let labels = [
+        ("io.kubernetes.pod.name", "kubelets"),
+        ("io.kubernetes.pod.namespace", NAMESPACE),
+        ("io.kubernetes.pod.uid", uid.as_str()),
+    ];
+    let started =
+        support::cri::start_labelled_pod_of_uid(&socket, "kubelets", NAMESPACE, &uid, &labels);
+    let planted = block_on("RunPodSandbox", started).unwrap();
+    let runs = [
+        ("runtime", runtime(&cfg)),
+        (
+            "verify --repair --deep",
+            Guard::with_config(&cfg).run(&["--json", "verify", "--repair", "--deep"]),
+        ),
+    ];
+    let state_after = block_on(
+        "PodSandboxStatus",
+        support::cri::sandbox_state(&socket, &planted),
+    );
+    let _ = block_on("remove a pod", support::cri::remove_pod(&socket, &planted));
+    assert_eq!(state_after.as_deref(), Ok("SANDBOX_READY"));
+    for (command, out) in &runs {
+        out.expect(0, "runtime.canary-namespace", "warn").mentions(
+            "runtime.canary-namespace",
+            &[&planted, "carries kubelet's labels"],
+        );
+        assert!(
+            !out.finding_text("runtime.can-create").contains(&planted),
+            "{command} named it as its own: {}",
+            out.dump()
+        );
+    }
+}

@@ -110,9 +110,20 @@ pub async fn start_labelled_pod(
     labels: &[(&str, &str)],
 ) -> Result<String, String> {
     let uid = crate::random_uuid();
+    start_labelled_pod_of_uid(socket, name, namespace, &uid, labels).await
+}
+
+/// As [`start_labelled_pod`], the pod's uid `uid` (one a canary record names).
+pub async fn start_labelled_pod_of_uid(
+    socket: &Path,
+    name: &str,
+    namespace: &str,
+    uid: &str,
+    labels: &[(&str, &str)],
+) -> Result<String, String> {
     let pod = HostNetworkPod {
         name,
-        uid: &uid,
+        uid,
         namespace,
         labels,
         ..Default::default()
