@@ -5,26 +5,19 @@
 
 use testkit as support;
 
-use std::collections::BTreeMap;
+use containerd_guard::checks::stale::facts::is_metadata_db;
 use std::path::{Path, PathBuf};
 use support::node::{Node, TOOLS};
 use support::runtime::dead_port;
 use support::{root_or_skip, Guard, Mount};
 
-/// Every entry under `dir` and its size, links not followed.
-fn entries_and_bytes(dir: &Path) -> BTreeMap<PathBuf, u64> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let meta = e.path().symlink_metadata().unwrap();
-            if meta.is_dir() {
-                todo.push(e.path());
-            }
-            out.insert(e.path(), meta.len());
-        }
-    }
-    out
+/// containerd's databases under `root`, as the stale detector names them
+/// (`stale::facts::is_metadata_db`), relative to it.
+fn databases(root: &Path) -> Vec<PathBuf> {
+    let dirs = std::fs::read_dir(root).unwrap().flatten();
+    let files = dirs.flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten());
+    let relative = files.map(|f| f.path().strip_prefix(root).unwrap().to_path_buf());
+    relative.filter(|rel| is_metadata_db(rel)).collect()
 }
 
 /// Another directory of the same volume bound over a running containerd's root, holding
@@ -40,13 +33,11 @@ fn another_directory_of_the_same_volume_over_the_root_is_stale_and_restarted() {
     let root = n.t.volume_path();
     let second = n.vol.device.mount(&n.t.path().join("second"), "");
     let other = second.target.join("other");
-    for (db, _) in entries_and_bytes(&root) {
-        let name = db.file_name().and_then(|f| f.to_str());
-        if matches!(name, Some("meta.db" | "metadata.db")) {
-            let copy = other.join(db.strip_prefix(&root).unwrap());
-            std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
-            std::fs::copy(&db, &copy).unwrap();
-        }
+    let dbs = databases(&root);
+    assert!(dbs.len() >= 2, "containerd's databases: {dbs:?}");
+    for db in dbs {
+        std::fs::create_dir_all(other.join(&db).parent().unwrap()).unwrap();
+        std::fs::copy(root.join(&db), other.join(&db)).unwrap();
     }
     let _over = Mount::bind(&other, &root);
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
