@@ -81,12 +81,10 @@ fn s02_tkgs_order_stale_detected_restarted_once_usable() {
             .run(&["--json", "verify"]);
     v.expect(1, "runtime.stale", "fail")
         .mentions("runtime.stale", &["mounted over"]);
-    assert_eq!(
-        v.status("runtime.cri"),
-        "pass",
-        "RuntimeReady stays true when stale: {}",
-        v.dump()
-    );
+    // CRI Status, which writes under containerd's root from 1.7, is not asked of a
+    // containerd proven stale (kubelet's own Status calls would see RuntimeReady=true)
+    assert_eq!(v.status("runtime.cri"), "skip", "{}", v.dump());
+    v.mentions("runtime.cri", &["not asked: containerd is stale"]);
     let pid = n.ctrd.identity();
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| c.sandbox_pull(false));
     let before = n.content();

@@ -10,6 +10,7 @@
 use super::answers::facts::Answering;
 use super::leaked_tasks::facts::LeakedTaskFacts;
 use super::orphans::facts::OrphanFacts;
+use super::stale::facts::StaleFacts;
 use super::Target;
 use crate::config::Settings;
 use crate::containerd::client::{Conn, VersionAnswer};
@@ -55,6 +56,7 @@ pub struct Look<'a> {
     answered: Option<(Conn, VersionAnswer)>,
     cri: OnceCell<Option<Answering>>,
     hygiene: OnceCell<Option<(LeakedTaskFacts, OrphanFacts)>>,
+    stale: OnceCell<StaleFacts>,
     kubelet_files: OnceLock<KubeletFiles>,
 }
 
@@ -72,6 +74,7 @@ impl<'a> Look<'a> {
             answered: None,
             cri: OnceCell::new(),
             hygiene: OnceCell::new(),
+            stale: OnceCell::new(),
             kubelet_files: OnceLock::new(),
         }
     }
@@ -109,7 +112,10 @@ impl<'a> Look<'a> {
             let ask = async {
                 let (conn, version) = self.answered.as_ref()?;
                 let reference = &self.target.image.reference;
-                Some(super::answers::facts::gather(conn, version.clone(), reference).await)
+                let stale = async { super::stale::rules::proven_stale(self.stale().await) };
+                let answers =
+                    super::answers::facts::gather(conn, version.clone(), reference, stale);
+                Some(answers.await)
             };
             Box::pin(ask.instrument(tracing::debug_span!("runtime facts")))
         };
@@ -124,6 +130,28 @@ impl<'a> Look<'a> {
         // (boxed, as the CRI answers above: made only by the family that asks first)
         let looks = || Box::pin(self.hygiene_looks().instrument(span));
         self.hygiene.get_or_init(looks).await.as_ref()
+    }
+
+    /// containerd's mounts beside the filesystem at its root, read once on the thread for
+    /// host reads: the stale family judges them, and nothing that writes under containerd's
+    /// root is asked of a containerd they prove stale (`answers::facts::NOT_ASKED`). The
+    /// guard's own mount table (when its caller reads one) stands in for containerd's in
+    /// the same mount namespace.
+    pub async fn stale(&self) -> &StaleFacts {
+        let read = || async {
+            // The one thread for host reads goes to the hygiene looks' pass over the
+            // cgroups first (queued on their first poll, after the stale family's in
+            // registry order): this read may wait there for `guard verify`'s mount table.
+            tokio::task::yield_now().await;
+            let socket = self.host.path(&self.target.socket);
+            let (root, own_mounts) = (self.target.root.clone(), self.own_mounts.clone());
+            super::off_the_loop("stale facts", self.host, move |host| {
+                let own = || own_mounts.as_ref().and_then(|read| read());
+                super::stale::facts::gather(host, &socket, &root, own)
+            })
+            .await
+        };
+        self.stale.get_or_init(read).await
     }
 
     /// kubelet's unit and configuration file, read once for the families that judge them.

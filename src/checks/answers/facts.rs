@@ -124,12 +124,32 @@ fn connect_forbidden(path: &std::path::Path) -> Option<String> {
     }
 }
 
+/// Why a call that writes under containerd's root was not made: containerd answers
+/// `Introspection.Plugins`, `Introspection.Server` and (from 1.7) CRI `Status` by creating
+/// `io.containerd.grpc.v1.introspection/uuid` under its root when that is missing, and a
+/// stale containerd resolves its root on the directory a detached volume left behind.
+pub const NOT_ASKED: &str = "not asked: containerd is stale (runtime.stale), and it answers \
+    this call by writing under its root, which is now a directory the volume left behind";
+
 /// Asks an answering containerd (its `Version` already answered) for the rest.
-/// `sandbox_image`: the reference kubelet's `ImageStatus` asks about.
-pub async fn gather(conn: &Conn, version: VersionAnswer, sandbox_image: &str) -> Answering {
+/// `sandbox_image`: the reference kubelet's `ImageStatus` asks about. `stale`: whether
+/// the stale facts prove containerd stale; then the calls that write under its root
+/// (CRI `Status`, `Introspection.Plugins`) are not made.
+pub async fn gather(
+    conn: &Conn,
+    version: VersionAnswer,
+    sandbox_image: &str,
+    stale: impl std::future::Future<Output = bool>,
+) -> Answering {
+    let writing = async {
+        match stale.await {
+            true => (Err(NOT_ASKED.to_string()), Err(NOT_ASKED.to_string())),
+            false => tokio::join!(cri_status(conn), plugins(conn)),
+        }
+    };
     // concurrently, on the one HTTP/2 connection: the slowest answer, not the sum
-    let ((cri_version, cri_conditions), plugins, (kubelet_calls, sandbox_status)) =
-        tokio::join!(cri(conn), plugins(conn), kubelet_calls(conn, sandbox_image));
+    let (cri_version, (cri_conditions, plugins), (kubelet_calls, sandbox_status)) =
+        tokio::join!(cri_version(conn), writing, kubelet_calls(conn, sandbox_image));
     Answering {
         version: version.map_err(|e| e.to_string()),
         plugins,
@@ -200,36 +220,32 @@ async fn plugins(conn: &Conn) -> Result<Vec<PluginFact>, String> {
         .collect())
 }
 
-async fn cri(conn: &Conn) -> (Result<String, String>, Result<Vec<Condition>, String>) {
+async fn cri_version(conn: &Conn) -> Result<String, String> {
     use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-    use k8s_cri::v1::{StatusRequest, VersionRequest};
-    let (mut c, mut s) = (
-        RuntimeServiceClient::new(conn.channel.clone()),
-        RuntimeServiceClient::new(conn.channel.clone()),
-    );
+    use k8s_cri::v1::VersionRequest;
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
     let req = VersionRequest {
         version: "v1".into(),
     };
-    let version = conn.call("CRI Version", c.version(conn.request(req, Some(K8S_NS))));
+    let v = conn.call("CRI Version", c.version(conn.request(req, Some(K8S_NS))));
+    let v = v.await.map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{} {} (API {})",
+        v.runtime_name, v.runtime_version, v.runtime_api_version
+    ))
+}
+
+async fn cri_status(conn: &Conn) -> Result<Vec<Condition>, String> {
+    use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+    use k8s_cri::v1::StatusRequest;
+    let mut s = RuntimeServiceClient::new(conn.channel.clone());
     let req = StatusRequest { verbose: false };
-    let status = async {
-        let answer = conn.call("CRI Status", s.status(conn.request(req, Some(K8S_NS))));
-        answer.await.inspect(|_| crate::timing::mark_cri_answered())
-    };
-    let (version, status) = tokio::join!(version, status);
-    let version = version
-        .map(|v| {
-            format!(
-                "{} {} (API {})",
-                v.runtime_name, v.runtime_version, v.runtime_api_version
-            )
-        })
-        .map_err(|e| e.to_string());
-    let status = status
+    let answer = conn.call("CRI Status", s.status(conn.request(req, Some(K8S_NS))));
+    let status = answer.await.inspect(|_| crate::timing::mark_cri_answered());
+    status
         .map(|s| s.status.map(|st| st.conditions).unwrap_or_default())
         .map(|conditions| conditions.into_iter().map(condition).collect())
-        .map_err(|e| e.to_string());
-    (version, status)
+        .map_err(|e| e.to_string())
 }
 
 fn condition(c: k8s_cri::v1::RuntimeCondition) -> Condition {

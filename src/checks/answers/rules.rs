@@ -2,7 +2,7 @@
 //! Ids: `runtime.answers`, `runtime.version`, `runtime.plugins`, `runtime.cri`,
 //! `runtime.network`.
 
-use super::facts::{Answering, Condition, PathFault, PluginFact, AnswerFacts};
+use super::facts::{Answering, Condition, PathFault, PluginFact, AnswerFacts, NOT_ASKED};
 use crate::report::{Finding, Id};
 
 /// Settings these rules depend on.
@@ -63,13 +63,13 @@ pub fn evaluate(knobs: &Knobs, f: &AnswerFacts) -> (Vec<Finding>, bool) {
         Id::RuntimeAnswers,
         format!("containerd answers on {}", f.socket),
     );
-    let conditions = a.cri_conditions.as_ref().ok();
+    let conditions = a.cri_conditions.as_ref().map(Vec::as_slice);
     let findings = vec![
         answers,
         version(a),
         plugins(a, &knobs.snapshotter),
         cri(a),
-        network(knobs, conditions.map(Vec::as_slice)),
+        network(knobs, conditions),
     ];
     (findings, false)
 }
@@ -168,6 +168,9 @@ fn plugins(a: &Answering, snapshotter: &str) -> Finding {
     const ID: Id = Id::RuntimePlugins;
     let plugins = match &a.plugins {
         Ok(p) => p,
+        Err(e) if e == NOT_ASKED => {
+            return Finding::skip(ID, "containerd's plugins were not asked").evidence(e.clone())
+        }
         Err(e) => return Finding::warn(ID, "introspection unavailable").evidence(e.clone()),
     };
     let (required, optional): (Vec<&PluginFact>, Vec<&PluginFact>) = plugins
@@ -230,6 +233,9 @@ fn cri(a: &Answering) -> Finding {
         (Ok(v), Ok(_), Some(_), None) => {
             Finding::pass(ID, format!("CRI {v} serves, RuntimeReady=true"))
         }
+        (Ok(v), Err(e), _, _) if e == NOT_ASKED => {
+            Finding::skip(ID, format!("CRI {v} serves; its Status was not asked")).evidence(e.clone())
+        }
         (Err(e), _, _, _) | (_, Err(e), _, _) => {
             Finding::fail(ID, format!("the CRI plugin does not serve: {e}"))
                 .evidence(e.clone())
@@ -241,10 +247,15 @@ fn cri(a: &Answering) -> Finding {
     }
 }
 
-fn network(knobs: &Knobs, conditions: Option<&[Condition]>) -> Finding {
+fn network(knobs: &Knobs, conditions: Result<&[Condition], &String>) -> Finding {
+    let asked_nothing = conditions.is_err_and(|e| e == NOT_ASKED);
+    let conditions = conditions.ok();
     const ID: Id = Id::RuntimeNetwork;
     let network = conditions.and_then(|c| c.iter().find(|c| c.kind == "NetworkReady"));
     let Some(c) = network else {
+        if asked_nothing {
+            return Finding::skip(ID, "NetworkReady not asked").evidence(NOT_ASKED);
+        }
         return match knobs.require_network {
             true => Finding::fail(ID, "NetworkReady not reported"),
             false => Finding::skip(ID, "NetworkReady not reported"),

@@ -19,13 +19,18 @@ impl Family for Deprecations {
     type Facts = facts::DeprecationFacts;
 
     /// containerd's warnings (one call), its version from the look's answer, and the keys
-    /// of the config the guard already read.
+    /// of the config the guard already read. Not asked of a containerd the stale facts
+    /// prove stale: it answers by writing under its root (`answers::facts::NOT_ASKED`).
     async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
         let conn = look.conn()?;
         let version = look.containerd_version().and_then(Version::parse);
+        let stale = crate::checks::stale::rules::proven_stale(look.stale().await);
         Some(facts::DeprecationFacts {
             version,
-            reported: facts::reported(conn).await,
+            reported: match stale {
+                false => facts::reported(conn).await,
+                true => Err(crate::checks::answers::facts::NOT_ASKED.to_string()),
+            },
             keys: look.target.containerd_keys.clone(),
             config_file: look.target.containerd_file.clone(),
         })

@@ -86,6 +86,14 @@ pub fn judge_db(db: &OpenDb, root: &Path, mounts: &MountTable) -> DbVerdict {
 
 const ID: Id = Id::RuntimeStale;
 
+/// Whether the facts prove containerd stale (`runtime.stale` fails and asks for a
+/// restart): then it is asked nothing it answers by writing under its root. Facts that
+/// prove nothing (the guard cannot inspect containerd) prove it no stale: never stricter
+/// than the stale check itself.
+pub fn proven_stale(f: &StaleFacts) -> bool {
+    evaluate(Some(f)).1
+}
+
 /// `runtime.stale`: Fail when any database is stale, Warn on a same-file other-mount.
 /// `None`: containerd did not answer, so there is no process to inspect. The flag says
 /// whether containerd must be restarted.
