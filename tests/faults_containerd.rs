@@ -406,14 +406,16 @@ fn restart_command_failing_is_reported_with_its_exit_status_and_terminal() {
 // ---- the volume ------------------------------------------------------------------------
 
 /// The volume is lazily unmounted while `guard runtime` holds kubelet (the sandbox image is
-/// missing): the next look finds containerd's database on a detached mount and restarts it
-/// (once); the data on the volume is untouched.
+/// missing): the next look finds containerd's database on a detached mount, stale, and
+/// containerd's root a plain directory of the root filesystem. A restart would start
+/// containerd there: it is refused and named, nothing counted, and the hold ends at its
+/// timeout; the data on the volume is untouched.
 #[test]
-fn volume_unmounted_while_runtime_holds_is_seen_as_stale_and_nothing_is_lost() {
+fn volume_unmounted_while_runtime_holds_is_never_restarted_onto_the_root_filesystem() {
     let Some(_root) = root_or_skip(TOOLS) else {
         return;
     };
-    let n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:umnt", dead_port()));
+    let mut n = Node::with_other_image(&format!("127.0.0.1:{}/guard/pause:umnt", dead_port()));
     let before = n.content_with_other_image();
     let corrupt = n.oci_archive(true);
     let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
@@ -428,18 +430,30 @@ fn volume_unmounted_while_runtime_holds_is_seen_as_stale_and_nothing_is_lost() {
         let state = std::fs::read_to_string(n.state_file()).ok()?;
         state.contains("refused-archive").then_some(())
     });
+    let pid = n.ctrd.pid();
     run("umount", &["-l", n.t.volume_path().to_str().unwrap()]);
+    drop(n.vol.mount.take()); // (detached: nothing left to unmount)
     let out = running.finish(Duration::from_secs(60));
     println!(
         "unmounted under runtime: guard ended after {:?}",
         out.elapsed
     );
     assert_eq!(out.code, 1, "{}", out.dump());
-    out.mentions("remedy.restart", &["stale"]);
-    assert_eq!(n.ctrd.restarts(), 1, "{}", out.dump());
-    // The volume's data, seen through a second mount of the same device.
+    out.mentions(
+        "remedy.restart",
+        &["not restarting containerd (stale)", "not mounted"],
+    );
+    assert_eq!(n.ctrd.restarts(), 0, "{}", out.dump());
+    assert_eq!(n.ctrd.pid(), pid, "{}", out.dump());
+    assert!(
+        recorded_restarts(&n).is_empty(),
+        "a refusal spends no budget"
+    );
+    // The volume's data, seen through a second mount of the same device (read-write, as
+    // the detached mount the running containerd holds is: the kernel shares the one
+    // superblock).
     let again = n.t.path().join("volume-again");
-    let _m = n.vol.device.mount(&again, "ro");
+    let _m = n.vol.device.mount(&again, "");
     before.assert_nothing_lost(&ContentSnapshot::take(&again));
 }
 

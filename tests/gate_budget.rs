@@ -161,6 +161,8 @@ fn s09_socket_that_accepts_but_never_answers_is_bounded_and_reported() {
         return;
     };
     let t = TempRoot::new();
+    // (the volume at containerd's root: a restart is a remedy only onto the verified volume)
+    let _vol = t.mount_volume();
     let sock = t.path().join("silent.sock");
     // The kernel accepts connections into the backlog; nothing ever answers.
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();

@@ -108,6 +108,7 @@ fn waits_without_containerd_or_volume_say_so_every_few_seconds() {
     let volume = unmounted.write_guard_config_with(|c| c.volume_wait(WAIT));
     let slow = TempRoot::new();
     slow.write_containerd_config_with(None);
+    let _volume = slow.mount_volume();
     let restart = slow.path().join("slow-restart");
     write_executable(&restart, "#!/bin/sh\nexec sleep 30\n");
     let restarting = slow.write_guard_config_with(|c| {
@@ -346,6 +347,7 @@ fn a_guard_waiting_for_the_repair_lock_says_so_every_few_seconds() {
     };
     let t = TempRoot::new();
     t.write_containerd_config_with(None);
+    let _volume = t.mount_volume();
     let release = t.path().join("release");
     nix::unistd::mkfifo(&release, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let restarting = t.path().join("restarting");

@@ -160,11 +160,13 @@ fn verify_repair_dry_run_on_a_stale_containerd_names_the_restart_and_changes_not
 /// the default `systemctl restart`.
 #[test]
 fn a_silent_containerds_fix_fits_the_command_that_prints_it() {
-    let Some(_root) = root_or_skip(&[]) else {
+    let Some(_root) = root_or_skip(&["mkfs.ext4", "losetup", "mount"]) else {
         return;
     };
     let t = TempRoot::new();
     t.write_containerd_config_with(Some("127.0.0.1:1/guard/pause:silent"));
+    // (on the verified volume: elsewhere the fix says to mount it first)
+    let _volume = t.mount_volume();
     drop(std::os::unix::net::UnixListener::bind(t.socket()).unwrap());
     let cfg = t.write_guard_config_with(|c| {
         c.containerd_wait("300ms")

@@ -127,6 +127,25 @@ pub fn run(ctx: &Context, cd: &ContainerdConfig, pre_start: bool) -> Report {
     recorded(plan, state, report)
 }
 
+/// Whether containerd's root is the verified volume now, for phase 2's remedies that
+/// would start containerd or write into it ([`crate::checks::volume::rules::unverified`]).
+/// A quick look: no walk under the mount point, no process scan, no kubelet files.
+pub fn unverified(
+    host: &Host,
+    settings: &crate::config::Settings,
+    root: &Path,
+    socket: &Path,
+) -> Option<crate::checks::volume::rules::Unverified> {
+    let look = facts::Look {
+        under: false,
+        for_containerd: false,
+        kubelet: false,
+    };
+    let facts = tracing::debug_span!("volume facts for a remedy")
+        .in_scope(|| facts::gather(host, settings, root, socket, look));
+    crate::checks::volume::rules::unverified(&settings.volume, &facts)
+}
+
 /// The report as `plan` says: recorded in the state directory (always, only a pass, or
 /// never), and turned into warnings where the run only advises.
 fn recorded(plan: Plan, state: Result<StateDir, StateError>, report: Report) -> Report {

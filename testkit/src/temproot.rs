@@ -91,6 +91,19 @@ impl TempRoot {
         self.path().join("var/lib/containerd")
     }
 
+    /// A loop-mounted ext4 volume at [`TempRoot::volume_path`]: the guard restarts
+    /// containerd, and writes into it, only onto the verified volume. Keep it until
+    /// containerd is gone (declared after it, it is dropped before the tree).
+    pub fn mount_volume(&self) -> super::LoopVolume {
+        let label = super::unique("cg", 8);
+        super::LoopVolume::new(
+            &self.images(),
+            super::FsKind::Ext4,
+            &label,
+            &self.volume_path(),
+        )
+    }
+
     pub fn state_path(&self) -> PathBuf {
         self.path().join("run/containerd")
     }

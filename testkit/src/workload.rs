@@ -13,7 +13,7 @@ use super::hygiene::{kill_shims_of, remove_cgroup_tree, unmount_under};
 use super::node::has_finding;
 use super::process::Identity;
 use super::runtime::{block_on_within, tar, PauseImage};
-use super::{poll_until, unique, Containerd, Outcome, TempRoot};
+use super::{poll_until, unique, Containerd, FsKind, LoopVolume, Outcome, TempRoot};
 use containerd_guard::containerd::client::{connect, request};
 use containerd_guard::containerd::pod::HostNetworkPod;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -181,15 +181,38 @@ pub fn runc_root(t: &TempRoot) -> PathBuf {
 /// hostPath directory for lock files. Declare it before the [`Pod`]s so they drop first.
 pub struct HygieneNode {
     pub ctrd: Containerd,
+    /// The volume at containerd's root, when there is one (dropped after containerd).
+    pub vol: Option<LoopVolume>,
     pub locker: LockerImage,
     pub t: TempRoot,
 }
 
 impl HygieneNode {
+    /// containerd's root a plain directory of the tree: enough for every hygiene fault,
+    /// not for a remedy that writes into containerd ([`HygieneNode::on_a_volume`]).
     pub fn start() -> HygieneNode {
+        HygieneNode::start_with(false)
+    }
+
+    /// As [`HygieneNode::start`], a loop-mounted ext4 volume at containerd's root: the
+    /// guard restores or pins the sandbox image only into a containerd on the verified
+    /// volume.
+    pub fn on_a_volume() -> HygieneNode {
+        HygieneNode::start_with(true)
+    }
+
+    fn start_with(volume: bool) -> HygieneNode {
         let t = TempRoot::new();
         write_hygiene_config(&t);
         std::fs::create_dir_all(t.volume_path()).unwrap();
+        let vol = volume.then(|| {
+            LoopVolume::new(
+                &t.images(),
+                FsKind::Ext4,
+                &unique("cg", 8),
+                &t.volume_path(),
+            )
+        });
         std::fs::create_dir_all(runc_root(&t)).unwrap();
         std::fs::create_dir_all(t.path().join("host")).unwrap();
         let ctrd = Containerd::start(&t);
@@ -197,7 +220,12 @@ impl HygieneNode {
         let locker = LockerImage::new(LOCKER_IMAGE);
         ctr_import(&t.socket(), &PauseImage::new(PAUSE_IMAGE), t.path());
         ctr_import(&t.socket(), &locker.image, t.path());
-        HygieneNode { ctrd, locker, t }
+        HygieneNode {
+            ctrd,
+            vol,
+            locker,
+            t,
+        }
     }
 
     pub fn socket(&self) -> PathBuf {

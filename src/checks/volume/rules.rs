@@ -11,7 +11,9 @@ use crate::report::{Finding, Id};
 mod identity;
 pub use identity::unset_device;
 mod margin;
+mod ready;
 use identity::*;
+pub use ready::{unverified, Unverified};
 
 /// Where the checks run: before containerd (a live containerd is a fault) or by hand on a
 /// running node (a live containerd is normal; phase 2's stale check covers it).

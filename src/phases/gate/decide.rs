@@ -3,6 +3,7 @@
 
 use crate::checks::leaked_tasks::rules::Leak;
 use crate::checks::orphans::rules::Condemned;
+use crate::checks::volume::rules::Unverified;
 pub use crate::checks::Observation;
 use crate::checks::{FamilyId, Judging, Remedy};
 use crate::report::{Finding, Id, Status};
@@ -88,9 +89,50 @@ pub struct Plan {
     /// Why a containerd restart would orphan payloads (`runtime.kill-mode`), for the
     /// restart remedy to name.
     pub restart_risks: Vec<String>,
+    /// What the findings ask for and the volume forbids: refused and named, never done.
+    pub withheld: Option<Withheld>,
+}
+
+/// The remedies refused because containerd's root is not the verified volume now: a
+/// restart would start containerd on whatever is mounted there (the root filesystem's
+/// directory, after a failover detached the volume under a running containerd), and a
+/// restore, a pull or a pin would write into that containerd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withheld {
+    pub volume: Unverified,
+    pub restart: Option<RestartReason>,
+    pub restore_image: bool,
+    pub pin_image: bool,
+}
+
+impl Withheld {
+    pub fn any(&self) -> bool {
+        self.restart.is_some() || self.restore_image || self.pin_image
+    }
 }
 
 impl Plan {
+    /// The plan without the remedies of families the run does not cover: no restart for
+    /// a fault the run does not report (`guard hygiene` looks at the stale facts only to
+    /// keep the image out of a stale containerd), no restore where the image is not its
+    /// business; nor their refusals.
+    pub fn permitted(self, scope: Scope) -> Plan {
+        let image = scope.covers(FamilyId::SandboxImage);
+        let withheld = self.withheld.map(|w| Withheld {
+            restart: w.restart.filter(|r| scope.covers(r.family())),
+            restore_image: w.restore_image && image,
+            pin_image: w.pin_image && image,
+            ..w
+        });
+        Plan {
+            restart: self.restart.filter(|r| scope.covers(r.family())),
+            restore_image: self.restore_image && image,
+            pin_image: self.pin_image && image,
+            withheld: withheld.filter(Withheld::any),
+            ..self
+        }
+    }
+
     pub fn has_hygiene(&self) -> bool {
         !self.delete_tasks.is_empty() || !self.reap.is_empty()
     }
@@ -120,8 +162,20 @@ impl Plan {
     }
 }
 
-/// The findings of every family, in report order, and the plan.
+/// The findings of every family, in report order, and the plan, for a run that does not
+/// ask the volume (every remedy as the findings call for it).
 pub fn judge(run: &Judging, obs: &Observation) -> (Vec<Finding>, Plan) {
+    judge_with(run, obs, || None)
+}
+
+/// The findings and the plan. `volume` is asked only when the findings call for a
+/// restart, a restore or a pin (a healthy look costs nothing more): where containerd's
+/// root is not the verified volume, those are withheld and the fix lines say so.
+pub fn judge_with(
+    run: &Judging,
+    obs: &Observation,
+    volume: impl FnOnce() -> Option<Unverified>,
+) -> (Vec<Finding>, Plan) {
     let mut findings = Vec::new();
     let mut plan = Plan::default();
     let (mut restore, mut pin) = (false, false);
@@ -137,8 +191,26 @@ pub fn judge(run: &Judging, obs: &Observation) -> (Vec<Finding>, Plan) {
             }
         }
     }
-    // A stale containerd's answers about images describe the wrong filesystem: restart
-    // first, restore after.
+    let acts_on_containerd = plan.restart.is_some() || restore || pin;
+    match acts_on_containerd.then(volume).flatten() {
+        Some(volume) => withhold(&mut findings, &mut plan, (restore, pin), volume),
+        None => restart_first(&mut findings, &mut plan, (restore, pin)),
+    }
+    plan.restart_risks = findings
+        .iter()
+        .find(|f| f.id == Id::RuntimeKillMode && f.status == Status::Warn)
+        .map(|f| f.evidence.clone())
+        .unwrap_or_default();
+    // The report's order is the ids' (`ids!` in src/report/id.rs), whichever family ran
+    // first: a family's findings may sit between another's (`runtime.stale` follows the
+    // answers family's `runtime.plugins`).
+    findings.sort_by_key(|f| f.id);
+    (findings, plan)
+}
+
+/// A stale containerd's answers about images describe the wrong filesystem: restart
+/// first, restore and pin after.
+fn restart_first(findings: &mut [Finding], plan: &mut Plan, (restore, pin): (bool, bool)) {
     if restore && plan.restart == Some(RestartReason::Stale) {
         let image = findings
             .iter_mut()
@@ -153,16 +225,47 @@ pub fn judge(run: &Judging, obs: &Observation) -> (Vec<Finding>, Plan) {
     }
     plan.restore_image = restore && plan.restart.is_none();
     plan.pin_image = pin && plan.restart.is_none();
-    plan.restart_risks = findings
-        .iter()
-        .find(|f| f.id == Id::RuntimeKillMode && f.status == Status::Warn)
-        .map(|f| f.evidence.clone())
-        .unwrap_or_default();
-    // The report's order is the ids' (`ids!` in src/report/id.rs), whichever family ran
-    // first: a family's findings may sit between another's (`runtime.stale` follows the
-    // answers family's `runtime.plugins`).
-    findings.sort_by_key(|f| f.id);
-    (findings, plan)
+}
+
+/// Moves the restart, the restore and the pin into [`Plan::withheld`], and rewrites the
+/// fix lines that promised them: the volume comes first.
+fn withhold(
+    findings: &mut [Finding],
+    plan: &mut Plan,
+    (restore, pin): (bool, bool),
+    volume: Unverified,
+) {
+    let restarted_for = plan.restart.map(|r| match r {
+        RestartReason::Stale => Id::RuntimeStale,
+        RestartReason::NotAnswering => Id::RuntimeAnswers,
+    });
+    let not_before = format!(
+        "{}; do not restart containerd before that: {}",
+        volume.fix,
+        volume.restart_refusal()
+    );
+    for f in findings.iter_mut().filter(|f| f.status != Status::Pass) {
+        match f.id {
+            id if Some(id) == restarted_for => f.remedy = not_before.clone(),
+            Id::RuntimeSandboxImage if restore => {
+                let why = volume.write_refusal("an import or a pull");
+                f.evidence.push(format!("not restored: {why}"));
+                f.remedy = volume.fix.clone();
+            }
+            Id::RuntimeSandboxPinned if pin => {
+                let why = volume.write_refusal("its label");
+                f.evidence.push(format!("not labelled pinned: {why}"));
+                f.remedy = volume.fix.clone();
+            }
+            _ => {}
+        }
+    }
+    plan.withheld = Some(Withheld {
+        volume,
+        restart: plan.restart.take(),
+        restore_image: restore,
+        pin_image: pin,
+    });
 }
 
 /// The first failed check as `id: summary`, the reason the node is not usable.

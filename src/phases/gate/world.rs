@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod looks;
+use crate::checks::volume::rules::Unverified;
 pub use crate::checks::Target;
 
 /// What phase 2 acts on. Async methods talk to containerd or sleep; the rest are quick
@@ -51,6 +52,10 @@ pub trait World {
     fn write_status(&mut self, line: &str);
     /// Phase 1's reason, when it held containerd back this boot.
     fn phase1_held(&self) -> Option<String>;
+    /// Why containerd's root is not the verified volume now (phase 1's checks, as a later
+    /// start of containerd judges them), asked before a remedy starts containerd or
+    /// writes into it; `None` when it is.
+    fn volume_unverified(&self) -> Option<Unverified>;
 
     /// One look at the node; waits up to `wait` for containerd to answer. A hygiene family
     /// that finds a candidate looks a second time, about 2 s later, within the call.
@@ -232,6 +237,11 @@ impl World for RealWorld<'_> {
 
     fn phase1_held(&self) -> Option<String> {
         self.state_dir.as_ref().ok()?.read_volume()?.held_by()
+    }
+
+    fn volume_unverified(&self) -> Option<Unverified> {
+        let (root, socket) = (&self.target.root, &self.target.socket);
+        crate::phases::volume::unverified(self.host, self.settings, root, socket)
     }
 
     async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation {

@@ -354,3 +354,5 @@ fn a_socket_path_at_fault_fails_naming_it_and_plans_no_restart() {
         assert!(answers.remedy.contains("not restarted"), "{answers:?}");
     }
 }
+
+mod fixes;

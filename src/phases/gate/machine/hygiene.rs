@@ -22,6 +22,13 @@ impl<W: World> Machine<'_, W> {
             let forecast = self.restart_forecast(reason, not_systemd);
             self.set(forecast);
         }
+        let refusals = plan
+            .withheld
+            .iter()
+            .flat_map(|w| self.refusals(w, "dry run: "));
+        for refusal in refusals.collect::<Vec<_>>() {
+            self.set(refusal);
+        }
         if plan.restore_image {
             let what = format!(
                 "restore {} from [sandbox] archives, then pull it",

@@ -9,10 +9,11 @@ mod hygiene;
 mod image;
 mod records;
 mod restart;
+mod withheld;
 
-use super::decide::{first_failure, judge, Observation, Plan, RestartReason};
+use super::decide::{first_failure, judge_with, Observation, Plan, RestartReason};
 use super::world::World;
-use super::{End, FamilyId, Gate, Mode, Scope};
+use super::{End, FamilyId, Gate, Mode};
 use crate::backoff::Backoff;
 use crate::checks::answers::rules::{Knobs, SilentFix};
 use crate::checks::canary::facts::CanaryRun;
@@ -83,18 +84,6 @@ struct Machine<'a, W: World> {
     progress: Progress,
     /// A holding run has begun to hold: its looks belong to the hold's wait.
     holding: bool,
-}
-
-/// The plan without the remedies of families the run does not cover: no restart for a
-/// fault the run does not report (`guard hygiene` looks at the stale facts only to keep
-/// the image out of a stale containerd), no restore where the image is not its business.
-fn permitted(scope: Scope, plan: Plan) -> Plan {
-    Plan {
-        restart: plan.restart.filter(|r| scope.covers(r.family())),
-        restore_image: plan.restore_image && scope.covers(FamilyId::SandboxImage),
-        pin_image: plan.pin_image && scope.covers(FamilyId::SandboxImage),
-        ..plan
-    }
 }
 
 /// Runs phase 2 to its end. `command` (with `mode`'s flags) names the run in the state
@@ -233,9 +222,9 @@ impl<'a, W: World> Machine<'a, W> {
             hygiene_blocks: !self.mode.hold,
             endpoint_blocks: !self.mode.hold,
         };
-        let (checks, plan) = judge(&run, obs);
+        let (checks, plan) = judge_with(&run, obs, || self.volume_now());
         let scope = self.mode.scope;
-        let plan = permitted(scope, plan);
+        let plan = plan.permitted(scope);
         self.checks = checks.into_iter().filter(|f| scope.reports(f.id)).collect();
         self.restart_risks = plan.restart_risks.clone();
         if let Some(t) = &self.terminal {
@@ -269,6 +258,9 @@ impl<'a, W: World> Machine<'a, W> {
                 Some(_) => Step::Finish(End::Unusable),
                 None => self.usable(),
             };
+        }
+        if let Some(withheld) = &plan.withheld {
+            self.refuse(withheld);
         }
         self.next_remedy(failure.is_some(), plan)
     }

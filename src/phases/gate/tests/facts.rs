@@ -239,3 +239,19 @@ pub(super) fn kubelet_facts(version: Result<Version, String>) -> KubeletFacts {
         cgroup_v1: Some(false),
     }
 }
+
+pub(super) fn settings() -> Settings {
+    let mut s = Settings::default();
+    s.sandbox.archives = vec![PathBuf::from("/usr/lib/containerd-guard/images/pause.tar")];
+    s.sandbox.pull = true;
+    s.sandbox.pull_attempts = 2;
+    s
+}
+
+pub(super) const RUNTIME: Mode = Mode::RUNTIME;
+pub(super) const VERIFY: Mode = Mode::VERIFY;
+pub(super) const HYGIENE: Mode = Mode::HYGIENE;
+pub(super) const REPAIR: Mode = Mode {
+    repair: true,
+    ..Mode::VERIFY
+};

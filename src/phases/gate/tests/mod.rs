@@ -17,6 +17,7 @@ mod hygiene;
 mod image;
 mod kubelet;
 mod restart;
+mod volume;
 
 use super::decide::{Observation, Scope};
 use super::{run, End, FamilyId, Mode, World};
@@ -79,6 +80,12 @@ struct Fake {
     first_import: Option<Import>,
     pull_ok: bool,
     phase1_held: Option<String>,
+    /// What the volume looks like when a remedy asks (`None`: verified).
+    volume: Option<crate::checks::volume::rules::Unverified>,
+    /// How many times a remedy asked.
+    volume_asks: std::cell::Cell<u32>,
+    /// The volume is mounted again from this ask on (1: the first).
+    volume_back_after: Option<u32>,
     reap: bool,
     /// containerd's unit kills shims by name (`runtime.kill-mode` warns).
     shim_killing_unit: bool,
@@ -128,6 +135,9 @@ impl Fake {
             first_import: None,
             pull_ok: false,
             phase1_held: None,
+            volume: None,
+            volume_asks: std::cell::Cell::new(0),
+            volume_back_after: None,
             reap: true,
             shim_killing_unit: false,
             kubelet: None,
@@ -233,6 +243,12 @@ impl World for Fake {
 
     fn phase1_held(&self) -> Option<String> {
         self.phase1_held.clone()
+    }
+
+    fn volume_unverified(&self) -> Option<crate::checks::volume::rules::Unverified> {
+        self.volume_asks.set(self.volume_asks.get() + 1);
+        let back = (self.volume_back_after).is_some_and(|n| self.volume_asks.get() >= n);
+        self.volume.clone().filter(|_| !back)
     }
 
     async fn observe(&mut self, wait: Duration, scope: Scope) -> Observation {
@@ -372,22 +388,6 @@ impl World for Fake {
         "overlayfs".into()
     }
 }
-
-fn settings() -> Settings {
-    let mut s = Settings::default();
-    s.sandbox.archives = vec![PathBuf::from("/usr/lib/containerd-guard/images/pause.tar")];
-    s.sandbox.pull = true;
-    s.sandbox.pull_attempts = 2;
-    s
-}
-
-const RUNTIME: Mode = Mode::RUNTIME;
-const VERIFY: Mode = Mode::VERIFY;
-const HYGIENE: Mode = Mode::HYGIENE;
-const REPAIR: Mode = Mode {
-    repair: true,
-    ..Mode::VERIFY
-};
 
 fn go(w: &mut Fake, s: &Settings, mode: Mode) -> (Vec<Finding>, End) {
     let mut rt = tokio::runtime::Builder::new_current_thread();

@@ -10,6 +10,7 @@ use crate::host::mountinfo::{DevNum, MountTable};
 use crate::report::{status_of, Status};
 use std::path::{Path, PathBuf};
 
+mod ready;
 mod shapes;
 
 fn table(name: &str) -> MountTable {
@@ -64,6 +65,23 @@ fn tkgs() -> (VolumeSettings, VolumeFacts) {
     (settings, facts)
 }
 
+/// "eph" found on /dev/sdc (8:32), while /dev/sdb (8:16) is mounted: the wrong disk.
+fn another_disk() -> Option<(DeviceSpec, Lookup)> {
+    let dev = DevNum {
+        major: 8,
+        minor: 32,
+    };
+    let how = "x".into();
+    Some((
+        DeviceSpec::Label("eph".into()),
+        Lookup::Found {
+            dev,
+            node: "/dev/sdc".into(),
+            how,
+        },
+    ))
+}
+
 fn fails(findings: &[Finding]) -> Vec<&str> {
     findings
         .iter()
@@ -100,19 +118,7 @@ fn each_single_fault_fails_exactly_its_check() {
     let cases: &[(&str, Mutate, &[&str])] = &[
         (
             "wrong device",
-            |_, f| {
-                f.device = Some((
-                    DeviceSpec::Label("eph".into()),
-                    Lookup::Found {
-                        dev: DevNum {
-                            major: 8,
-                            minor: 32,
-                        },
-                        node: "/dev/sdc".into(),
-                        how: "x".into(),
-                    },
-                ))
-            },
+            |_, f| f.device = another_disk(),
             &["volume.device"],
         ),
         (
