@@ -470,6 +470,29 @@ ops() {
   until_ok 60 runtime_since "$cur"; echo "ops.$st.runtime=$?"
   echo "ops.$st.kubelet.result=$(show kubelet.service Result) $(show kubelet.service ExecMainStartTimestampMonotonic)"
   step_end
+  # HA failover under a running containerd: the volume detached (umount -l) while
+  # containerd serves the pod from it through its open files. No guard command restarts
+  # containerd or writes under the root filesystem's directory; mounted again, `guard
+  # verify --repair --force` (the pod still runs on it) restarts it once onto the volume
+  # (`guard reset` after: the terminal step counts its own budget)
+  step_begin failover_live
+  tree() { find /var/lib/containerd -mindepth 1 -printf '%P:%s ' 2>/dev/null; }
+  umount -l /var/lib/containerd; echo "ops.$st.umount.rc=$?"
+  echo "ops.$st.mounted=$(findmnt -rno SOURCE /var/lib/containerd)"
+  echo "ops.$st.rootfs.before=$(tree)"
+  block ops.failover_live.verify /usr/bin/guard verify
+  block ops.failover_live.repair /usr/bin/guard verify --repair
+  block ops.failover_live.force /usr/bin/guard verify --repair --force
+  systemctl start containerd-guard-hygiene.service; echo "ops.$st.hygiene.rc=$?"
+  echo "ops.$st.held=$(svc containerd.service)"
+  echo "ops.$st.rootfs.after=$(tree)"
+  systemctl start var-lib-containerd.mount; echo "ops.$st.mount.rc=$?"
+  block ops.failover_live.repaired /usr/bin/guard verify --repair --force
+  # (its look after the restart may find CRI still initialising: the next verify passes)
+  until_ok 60 /usr/bin/guard verify; echo "ops.$st.usable=$?"
+  until_ok 60 both_active; echo "ops.$st.active=$?"
+  block ops.failover_live.reset /usr/bin/guard reset
+  step_end
   # HA failover: the volume goes while containerd is stopped; a start is refused and
   # never runs containerd on the root filesystem; the volume back, containerd comes back
   # by its own Restart=; kubelet never stops

@@ -335,6 +335,33 @@ fn the_terminal_step_fails_when_the_guard_acts_again() {
 }
 
 #[test]
+fn a_failover_under_a_running_containerd_fails_when_the_guard_restarts_or_writes() {
+    let ops = "ops";
+    // containerd restarted while the volume was away: a new main pid
+    Variant::of(ops)
+        .fact("report.txt", "sc.ops.failover_live.held", "9999/1/active")
+        .fails(
+            ops,
+            "containerd untouched by them and by the hygiene service",
+        );
+    // containerd wrote its uuid under the root filesystem's directory
+    let uuid =
+        "io.containerd.grpc.v1.introspection:4096 io.containerd.grpc.v1.introspection/uuid:36 ";
+    Variant::of(ops)
+        .fact("report.txt", "sc.ops.failover_live.rootfs.after", uuid)
+        .fails(
+            ops,
+            "nothing written under the root filesystem's /var/lib/containerd",
+        );
+    Variant::of(ops)
+        .fact("report.txt", "sc.ops.failover_live.repair.rc", "0")
+        .fails(ops, "guard verify --repair exits 1 (rc=0)");
+    Variant::of(ops)
+        .fact("report.txt", "sc.ops.failover_live.usable", "1")
+        .fails(ops, "then guard verify passes (usable=1)");
+}
+
+#[test]
 fn a_stale_containerd_with_a_task_is_refused_then_forced_once() {
     let lt = "leaked-task";
     let before = Variant::of(lt).fact_of("report.txt", "sc.stale.containerd.before");

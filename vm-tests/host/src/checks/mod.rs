@@ -5,6 +5,7 @@
 pub mod bootcost;
 pub mod chaos;
 pub mod common;
+pub mod failover_live;
 pub mod hold;
 pub mod images;
 pub mod lint;

@@ -174,6 +174,7 @@ pub fn ops(j: &mut Judge, x: &Ctx) {
     timer_back(j, &o, r);
     restarts(j, &o);
     isolate(j, &o);
+    super::failover_live::failover_live(j, r);
     failover(j, &o);
     optout(j, &o);
     super::terminal::terminal(j, r);
