@@ -1,11 +1,14 @@
-//! What the guard needs from containerd's own `config.toml` (versions 1, 2 and 3): where
+//! What the guard needs from containerd's own `config.toml` (versions 1 to 4,
+//! [`versions`]): where
 //! its root (the ephemeral volume) and state live, its socket, the sandbox image and the
 //! CRI snapshotter. A missing file means containerd's built-in defaults, as containerd
 //! itself behaves.
 
+mod cri;
 mod imports;
 pub mod keys;
 mod provenance;
+pub mod versions;
 
 use std::path::{Path, PathBuf};
 use toml::Value;
@@ -17,8 +20,11 @@ pub const DEFAULT_STATE: &str = "/run/containerd";
 pub const DEFAULT_ADDRESS: &str = "/run/containerd/containerd.sock";
 /// containerd 1.6's built-in sandbox image (config versions 1 and 2).
 pub const DEFAULT_SANDBOX_V2: &str = "registry.k8s.io/pause:3.6";
-/// containerd 2.x's built-in sandbox image (config version 3).
+/// containerd 2.0 and 2.1's built-in sandbox image (config version 3).
 pub const DEFAULT_SANDBOX_V3: &str = "registry.k8s.io/pause:3.10";
+/// containerd 2.3's built-in sandbox image (config version 4; `DefaultSandboxImage` in
+/// its `internal/cri/config/config.go`).
+pub const DEFAULT_SANDBOX_V4: &str = "registry.k8s.io/pause:3.10.2";
 pub const DEFAULT_SNAPSHOTTER: &str = "overlayfs";
 
 const CRI_V2: &str = "io.containerd.grpc.v1.cri";
@@ -61,6 +67,13 @@ pub struct ContainerdConfig {
     pub systemd_cgroup: bool,
     /// Every key the config sets, for the deprecation table.
     pub keys: Vec<keys::SetKey>,
+    /// The key that set the socket, as the file spells it (`None`: containerd's default).
+    pub address_key: Option<String>,
+    /// The file that last set each key (the main file or an import).
+    pub set_in: std::collections::BTreeMap<Vec<String>, PathBuf>,
+    /// What the guard read otherwise than the file says, or what containerd ignores in it
+    /// (a version newer than the guard knows, a `[grpc]` of version 4): warnings.
+    pub notes: Vec<String>,
 }
 
 impl ContainerdConfig {
@@ -84,6 +97,9 @@ impl ContainerdConfig {
             sandbox_runtime: "runc".into(),
             systemd_cgroup: false,
             keys: Vec::new(),
+            address_key: None,
+            set_in: Default::default(),
+            notes: Vec::new(),
         }
     }
 }
@@ -151,13 +167,24 @@ pub fn load_image(
 
 /// The guard's view of the merged table of the config at `path`; containerd's defaults
 /// when there is none.
-fn from_merged(table: Option<toml::Table>, path: &Path) -> Result<ContainerdConfig, LoadError> {
-    let Some(table) = table else {
+fn from_merged(
+    merged: Option<imports::Merged>,
+    path: &Path,
+) -> Result<ContainerdConfig, LoadError> {
+    let Some(merged) = merged else {
         return Ok(ContainerdConfig::defaults());
     };
     let shown = path.display();
-    let mut c = from_table(&table).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
+    let mut c =
+        from_table(&merged.table).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
     c.file = Some(path.to_path_buf());
+    c.set_in = merged.set_in;
+    if let Some(key) = merged.socket_key {
+        c.address_key = Some(key.to_string());
+    }
+    for note in &c.notes {
+        tracing::warn!("containerd's config {shown}: {note}");
+    }
     Ok(c)
 }
 
@@ -191,7 +218,9 @@ pub fn effective(proc: &Path, args: &[String]) -> Result<ContainerdConfig, LoadE
 pub fn parse_merged(texts: &[&str]) -> Result<ContainerdConfig, String> {
     let mut merged = toml::Table::new();
     for text in texts {
-        imports::merge(&mut merged, parse_table(text)?);
+        let mut table = parse_table(text)?;
+        versions::migrate_socket(&mut table);
+        imports::merge(&mut merged, table);
     }
     from_table(&merged)
 }
@@ -208,30 +237,26 @@ fn parse_table(text: &str) -> Result<toml::Table, String> {
 
 /// The guard's view of one (merged) config table.
 fn from_table(table: &toml::Table) -> Result<ContainerdConfig, String> {
-    // containerd treats a file without `version` as version 1.
-    let version = match table.get("version") {
-        None => 1,
-        Some(Value::Integer(v @ 1..=3)) => *v,
-        Some(other) => return Err(format!("key `version`: {other} is not 1, 2 or 3")),
-    };
+    let (version, note) = versions::of(table)?;
     let mut c = ContainerdConfig::defaults();
     c.version = version;
+    c.notes.extend(note);
     if let Some(root) = get_str(table, &["root"])? {
         c.root = absolute("root", root)?;
     }
     if let Some(state) = get_str(table, &["state"])? {
         c.state = absolute("state", state)?;
     }
-    if let Some(address) = get_str(table, &["grpc", "address"])? {
-        c.address = absolute("grpc.address", address)?;
-    }
+    versions::read_socket(table, &mut c)?;
     let image_path: &[&str] = match version {
         1 => &["plugins", "cri", "sandbox_image"],
         2 => &["plugins", CRI_V2, "sandbox_image"],
         _ => &["plugins", CRI_IMAGES_V3, "pinned_images", "sandbox"],
     };
-    if version == 3 {
-        c.sandbox_image = DEFAULT_SANDBOX_V3.into();
+    match version {
+        3 => c.sandbox_image = DEFAULT_SANDBOX_V3.into(),
+        4.. => c.sandbox_image = DEFAULT_SANDBOX_V4.into(),
+        _ => {}
     }
     if let Some(image) = get_str(table, image_path)? {
         c.sandbox_image = image.to_string();
@@ -241,64 +266,10 @@ fn from_table(table: &toml::Table) -> Result<ContainerdConfig, String> {
             _ => "plugins.\"io.containerd.cri.v1.images\".pinned_images.sandbox",
         };
     }
-    images(table, version, &mut c)?;
-    c.systemd_cgroup = systemd_cgroup(table, version)?;
+    cri::images(table, version, &mut c)?;
+    c.systemd_cgroup = cri::systemd_cgroup(table, version)?;
     c.keys = keys::set_keys(table);
     Ok(c)
-}
-
-/// CRI's `containerd` table, where the runtimes are (version 3 moved it to the runtime
-/// plugin).
-fn runtimes_table(version: i64) -> &'static [&'static str] {
-    match version {
-        1 => &["plugins", "cri", "containerd"],
-        2 => &["plugins", CRI_V2, "containerd"],
-        _ => &["plugins", CRI_RUNTIME_V3, "containerd"],
-    }
-}
-
-/// The table of CRI's image settings (`snapshotter`, `discard_unpacked_layers`).
-fn images_table(version: i64) -> &'static [&'static str] {
-    match version {
-        1 | 2 => runtimes_table(version),
-        _ => &["plugins", CRI_IMAGES_V3],
-    }
-}
-
-/// The sandbox's runtime and snapshotter, and whether unpacked layers are discarded.
-fn images(table: &toml::Table, version: i64, c: &mut ContainerdConfig) -> Result<(), String> {
-    let runtimes = runtimes_table(version);
-    let images = images_table(version);
-    let key = |path: &[&str]| -> String {
-        let quoted = path.iter().map(|p| match p.contains('.') {
-            true => format!("\"{p}\""),
-            false => p.to_string(),
-        });
-        quoted.collect::<Vec<_>>().join(".")
-    };
-    let name_path = [runtimes, &["default_runtime_name"]].concat();
-    c.sandbox_runtime = get_str(table, &name_path)?.unwrap_or("runc").to_string();
-    let cri = [images, &["snapshotter"]].concat();
-    if let Some(s) = get_str(table, &cri)?.filter(|s| !s.is_empty()) {
-        (c.cri_snapshotter, c.cri_snapshotter_key) = (s.to_string(), key(&cri));
-    }
-    (c.snapshotter, c.snapshotter_key) = (c.cri_snapshotter.clone(), c.cri_snapshotter_key.clone());
-    let own = [runtimes, &["runtimes", &c.sandbox_runtime, "snapshotter"]].concat();
-    if let Some(s) = get_str(table, &own)?.filter(|s| !s.is_empty()) {
-        (c.snapshotter, c.snapshotter_key) = (s.to_string(), key(&own));
-    }
-    let discard = [images, &["discard_unpacked_layers"]].concat();
-    c.discard_unpacked_layers = get_bool(table, &discard)?.unwrap_or(false);
-    let remote = |name: &str| get_str(table, &["proxy_plugins", name, "type"]);
-    c.remote_snapshotter = remote(&c.snapshotter)? == Some("snapshot");
-    c.cri_remote_snapshotter = remote(&c.cri_snapshotter)? == Some("snapshot");
-    for name in [c.snapshotter.clone(), c.cri_snapshotter.clone()] {
-        let address = get_str(table, &["proxy_plugins", &name, "address"])?;
-        if let (Some(a), Some("snapshot")) = (address, remote(&name)?) {
-            c.remote_addresses.insert(name, a.to_string());
-        }
-    }
-    Ok(())
 }
 
 /// Whether containerd of `version` (as its `Version` answers: `1.6.20~ds1`, `v1.7.24`)
@@ -317,26 +288,6 @@ pub fn reads_runtime_snapshotter(version: &str) -> bool {
     match (number(), number()) {
         (Some(major), Some(minor)) => (major, minor) >= (1, 7),
         _ => true,
-    }
-}
-
-/// `SystemdCgroup` of the default runtime's options (runc's: `default_runtime_name`).
-fn systemd_cgroup(table: &toml::Table, version: i64) -> Result<bool, String> {
-    let containerd = runtimes_table(version);
-    let name_path = [containerd, &["default_runtime_name"]].concat();
-    let name = get_str(table, &name_path)?.unwrap_or("runc");
-    let path = [containerd, &["runtimes", name, "options", "SystemdCgroup"]].concat();
-    let mut current = table;
-    for part in &path[..path.len() - 1] {
-        match current.get(*part).and_then(Value::as_table) {
-            Some(t) => current = t,
-            None => return Ok(false),
-        }
-    }
-    match current.get("SystemdCgroup") {
-        None => Ok(false),
-        Some(Value::Boolean(b)) => Ok(*b),
-        Some(_) => Err(format!("key `{}` must be true or false", path.join("."))),
     }
 }
 

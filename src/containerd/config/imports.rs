@@ -10,7 +10,7 @@
 use super::{parse_table, LoadError, CONFIG_CAP};
 use crate::host::proc::{read_bounded, Links, ReadError};
 use crate::host::tree::Tree;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Component, Path, PathBuf};
 use toml::{Table, Value};
 
@@ -74,17 +74,28 @@ impl Files<'_> {
     }
 }
 
+/// The merged table of a config and its imports, and the file that last set each key
+/// (`guard config` names a drop-in's value by its drop-in).
+#[derive(Debug, Default)]
+pub struct Merged {
+    pub table: Table,
+    pub set_in: BTreeMap<Vec<String>, PathBuf>,
+    /// The key, as its file wrote it, of the last file that set the socket.
+    pub socket_key: Option<&'static str>,
+}
+
 /// The merged table of `main` and everything it imports, as read in `tree` (a process's
 /// root directory). `None` when `main` does not exist: containerd's defaults apply.
-pub fn merged(tree: &Path, main: &Path) -> Result<Option<Table>, LoadError> {
+pub fn merged(tree: &Path, main: &Path) -> Result<Option<Merged>, LoadError> {
     merged_from(Files::Root(tree), main)
 }
 
-/// [`merged`], the files read from `files`.
-pub fn merged_from(files: Files, main: &Path) -> Result<Option<Table>, LoadError> {
+/// [`merged`], the files read from `files`. Each file is migrated on its own before it
+/// is merged, as containerd 2.3 does ([`super::versions::migrate_socket`]).
+pub fn merged_from(files: Files, main: &Path) -> Result<Option<Merged>, LoadError> {
     let mut pending = VecDeque::from([clean(main)]);
     let mut loaded: Vec<PathBuf> = Vec::new();
-    let mut out = Table::new();
+    let mut out = Merged::default();
     while let Some(path) = pending.pop_front() {
         if loaded.contains(&path) {
             continue; // circular or repeated import: containerd reads each file once
@@ -104,10 +115,24 @@ pub fn merged_from(files: Files, main: &Path) -> Result<Option<Table>, LoadError
             None => return Ok((!loaded.is_empty()).then_some(out)),
         };
         let shown = path.display();
-        let table = parse_table(&text).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
+        let mut table =
+            parse_table(&text).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
         let imports =
             import_list(&table).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
-        merge(&mut out, table);
+        let moved = super::versions::migrate_socket(&mut table);
+        if super::versions::sets_socket(&table) {
+            out.socket_key = Some(super::versions::key_written(moved));
+        }
+        let set = super::keys::set_keys(&table)
+            .into_iter()
+            .filter(|k| !k.empty);
+        out.set_in.extend(set.map(|k| (k.path, path.clone())));
+        // The main file's version is the merged config's: containerd 2.3 migrates each
+        // import up to it, and refuses one that is newer.
+        if !loaded.is_empty() {
+            table.remove("version");
+        }
+        merge(&mut out.table, table);
         for import in imports {
             pending.extend(resolve(files, &path, &import));
         }

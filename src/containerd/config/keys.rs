@@ -27,12 +27,17 @@ impl SetKey {
     /// The key as containerd's docs spell it: parts with a dot quoted
     /// (`plugins."io.containerd.grpc.v1.cri".registry.mirrors`).
     pub fn dotted(&self) -> String {
-        let quoted = self.path.iter().map(|p| match p.contains('.') {
-            true => format!("\"{p}\""),
-            false => p.clone(),
-        });
-        quoted.collect::<Vec<_>>().join(".")
+        dotted(&self.path)
     }
+}
+
+/// A key's path as containerd's docs spell it, parts with a dot quoted.
+pub fn dotted(path: &[String]) -> String {
+    let quoted = path.iter().map(|p| match p.contains('.') {
+        true => format!("\"{p}\""),
+        false => p.clone(),
+    });
+    quoted.collect::<Vec<_>>().join(".")
 }
 
 /// Every key of `table` (tables included, arrays not walked into), in file order.

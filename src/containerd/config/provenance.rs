@@ -10,13 +10,12 @@ impl ContainerdConfig {
     /// The socket and sandbox image, each with its file and key, or containerd's default.
     /// `named` is the config file `[containerd] config` names (for one that is missing).
     pub fn for_the_guard(&self, named: &Path) -> FromContainerd {
-        let address_set = self.keys.iter().any(|k| k.path == ["grpc", "address"]);
         // `sandbox_image_key` is "(containerd default)" where no key named the image.
         let image_key = !self.sandbox_image_key.starts_with('(');
         FromContainerd {
             socket: (
                 self.address.display().to_string(),
-                self.source(named, address_set.then_some("grpc.address")),
+                self.source(named, self.address_key.as_deref()),
             ),
             sandbox_image: (
                 self.sandbox_image.clone(),
@@ -25,9 +24,17 @@ impl ContainerdConfig {
         }
     }
 
+    /// The file (the main one or an import) whose `key` is the value read.
     fn source(&self, named: &Path, key: Option<&str>) -> String {
         match (&self.file, key) {
-            (Some(file), Some(key)) => format!("containerd's config {}: {key}", file.display()),
+            (Some(file), Some(key)) => {
+                let set = self
+                    .set_in
+                    .iter()
+                    .find(|(path, _)| super::keys::dotted(path) == key);
+                let file = set.map_or(file.as_path(), |(_, f)| f.as_path());
+                format!("containerd's config {}: {key}", file.display())
+            }
             (Some(file), None) => format!("containerd's default (not set in {})", file.display()),
             (None, _) => format!("containerd's default ({} does not exist)", named.display()),
         }

@@ -39,6 +39,79 @@ fn version_3_pinned_sandbox_image() {
     assert_eq!(c.snapshotter, "native");
 }
 
+/// containerd 2.3's own default config: read, not refused (a refusal is every
+/// pre-start's exit 3, and containerd and kubelet never start).
+#[test]
+fn version_4_as_containerd_2_3_writes_it() {
+    let c = parse(&fixture("v4-2.3.4-default.toml")).unwrap();
+    assert_eq!(c.version, 4);
+    assert_eq!(c.root, Path::new("/var/lib/containerd"));
+    assert_eq!(c.state, Path::new("/run/containerd"));
+    assert_eq!(c.address, Path::new("/run/containerd/containerd.sock"));
+    assert_eq!(
+        c.address_key.as_deref(),
+        Some("plugins.\"io.containerd.server.v1.grpc\".address")
+    );
+    assert_eq!(c.sandbox_image, "registry.k8s.io/pause:3.10.2");
+    assert!(c.sandbox_image_key.contains("io.containerd.cri.v1.images"));
+    assert_eq!(
+        (c.snapshotter.as_str(), c.sandbox_runtime.as_str()),
+        ("overlayfs", "runc")
+    );
+    assert!(!c.systemd_cgroup);
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+    // unset, the sandbox image is 2.3's built-in one
+    assert_eq!(
+        parse("version = 4").unwrap().sandbox_image,
+        DEFAULT_SANDBOX_V4
+    );
+}
+
+/// The socket as containerd 2.3 finds it: the gRPC server plugin's address; an older
+/// file's `[grpc] address` moved there (its own plugin table winning); a version 4
+/// file's `[grpc]` read by nothing, and said.
+#[test]
+fn the_socket_is_where_containerd_2_3_reads_it() {
+    let plugin = "[plugins.\"io.containerd.server.v1.grpc\"]\naddress = \"/run/p.sock\"\n";
+    let grpc = "[grpc]\naddress = \"/run/g.sock\"\n";
+    for (text, want) in [
+        (format!("version = 4\n{plugin}"), "/run/p.sock"),
+        (format!("version = 3\n{plugin}"), "/run/p.sock"),
+        (format!("version = 3\n{grpc}"), "/run/g.sock"),
+        (format!("version = 2\n{grpc}{plugin}"), "/run/p.sock"),
+        (format!("version = 4\n{grpc}"), DEFAULT_ADDRESS),
+    ] {
+        let c = parse_merged(&[&text]).unwrap();
+        assert_eq!(c.address, Path::new(want), "{text}");
+    }
+    let c = parse_merged(&[&format!("version = 4\n{grpc}")]).unwrap();
+    assert!(
+        c.notes[0].starts_with("`grpc.address` is read by nothing in a version 4"),
+        "{:?}",
+        c.notes
+    );
+    // each file migrated on its own: a version 3 drop-in's `[grpc]` overrides the root's
+    // plugin table, as containerd 2.3 merges them
+    let c = parse_merged(&[
+        &format!("version = 3\n{plugin}"),
+        &format!("version = 3\n{grpc}"),
+    ]);
+    assert_eq!(c.unwrap().address, Path::new("/run/g.sock"));
+}
+
+#[test]
+fn a_version_newer_than_the_guard_knows_is_read_as_the_newest_and_said() {
+    let c = parse(
+        "version = 5\n[plugins.\"io.containerd.server.v1.grpc\"]\naddress = \"/run/p.sock\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (c.version, c.address.as_path()),
+        (4, Path::new("/run/p.sock"))
+    );
+    assert!(c.notes[0].contains("`version = 5` is newer than this guard knows"));
+}
+
 #[test]
 fn the_default_runtimes_cgroup_driver() {
     assert!(!parse("version = 2\n").unwrap().systemd_cgroup);
@@ -70,7 +143,7 @@ fn missing_file_means_defaults() {
 #[test]
 fn errors_name_the_key() {
     for (text, want) in [
-        ("version = 7", "key `version`"),
+        ("version = -1", "key `version`"),
         ("version = 2\nroot = 5", "key `root` must be a string"),
         (
             "version = 2\nroot = \"var/lib\"",

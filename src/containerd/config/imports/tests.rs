@@ -154,3 +154,31 @@ fn an_import_that_is_a_fifo_is_refused_not_waited_on() {
         other => panic!("{other:?}"),
     }
 }
+
+/// containerd 2.3's own default config with a `conf.d` drop-in, as an image builder
+/// writes one: the drop-in's socket (a version 3 `[grpc]`, migrated on its own) and its
+/// sandbox image are the values read, and `guard config` names the drop-in for each.
+#[test]
+fn a_conf_d_drop_ins_values_are_read_and_named_by_their_file() {
+    let main = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/containerd/v4-2.3.4-default.toml"),
+    )
+    .unwrap();
+    let drop_in = "version = 3\n[grpc]\naddress = \"/run/k8s/containerd.sock\"\n\
+                   [plugins.\"io.containerd.cri.v1.images\".pinned_images]\n\
+                   sandbox = \"registry.example/pause:3.10.2\"\n";
+    let t = tree(&[
+        ("/etc/containerd/config.toml", &main),
+        ("/etc/containerd/conf.d/10-node.toml", drop_in),
+    ]);
+    let named = Path::new("/etc/containerd/config.toml");
+    let c = load_in(t.path(), named).unwrap();
+    assert_eq!(c.address, Path::new("/run/k8s/containerd.sock"));
+    assert_eq!(c.sandbox_image, "registry.example/pause:3.10.2");
+    let from = c.for_the_guard(named);
+    let drop_in = "containerd's config /etc/containerd/conf.d/10-node.toml";
+    assert_eq!(from.socket.1, format!("{drop_in}: grpc.address"));
+    let key = "plugins.\"io.containerd.cri.v1.images\".pinned_images.sandbox";
+    assert_eq!(from.sandbox_image.1, format!("{drop_in}: {key}"));
+}
