@@ -74,25 +74,43 @@ const MARKER: &[u8] = b"k8s.io/component-base/version.gitVersion=v";
 pub const BINARY_CAP: u64 = 512 << 20;
 
 /// The version in a kubelet binary's build information, reading at most `cap` bytes in
-/// chunks (never all of it at once).
+/// chunks (never all of it at once). Read whole or not at all: a version whose text runs
+/// into the next chunk is read on (`v1.3` of `v1.35.0` is no version), and one cut off by
+/// the cap is not known.
 pub fn from_binary(mut file: impl Read, cap: u64) -> Option<Version> {
     const CHUNK: usize = 1 << 20;
-    let keep = MARKER.len() + 32;
     let (mut window, mut chunk, mut read) = (Vec::new(), vec![0u8; CHUNK], 0u64);
-    while read < cap {
+    loop {
+        match window.windows(MARKER.len()).position(|w| w == MARKER) {
+            Some(at) => match whole(&window[at + MARKER.len()..]) {
+                Some(text) => return Version::parse(text),
+                None => drop(window.drain(..at)),
+            },
+            // (what may be the start of a marker stays for the next chunk)
+            None => drop(window.drain(..window.len().saturating_sub(MARKER.len()))),
+        }
         let want = CHUNK.min(usize::try_from(cap - read).unwrap_or(CHUNK));
-        let n = file.read(&mut chunk[..want]).ok().filter(|n| *n > 0)?;
+        let n = match want {
+            0 => return None, // the cap: a version cut off there is not known
+            _ => file.read(&mut chunk[..want]).ok()?,
+        };
+        if n == 0 {
+            // the end of the file ends the version's text
+            let at = window.windows(MARKER.len()).position(|w| w == MARKER)?;
+            return Version::parse(std::str::from_utf8(&window[at + MARKER.len()..]).ok()?);
+        }
         read += n as u64;
         window.extend_from_slice(&chunk[..n]);
-        if let Some(at) = window.windows(MARKER.len()).position(|w| w == MARKER) {
-            let rest = &window[at + MARKER.len()..];
-            let end = rest.len().min(32);
-            return Version::parse(&String::from_utf8_lossy(&rest[..end]));
-        }
-        let drop = window.len().saturating_sub(keep);
-        window.drain(..drop);
     }
-    None
+}
+
+/// The version's text at the start of `rest`, when something that is no part of it
+/// follows within the bytes read.
+fn whole(rest: &[u8]) -> Option<&str> {
+    let end = rest
+        .iter()
+        .position(|b| !(b.is_ascii_digit() || *b == b'.'))?;
+    std::str::from_utf8(&rest[..end]).ok()
 }
 
 /// A cached answer of `kubelet --version`: good for this boot and this binary only.
@@ -181,5 +199,36 @@ mod tests {
             "past the cap nothing is read"
         );
         assert_eq!(from_binary(&b"no marker"[..], BINARY_CAP), None);
+    }
+
+    /// The version read whole wherever the chunks cut it: its text just past the first
+    /// chunk, across the boundary (`v1.3|5.0`), at the very end of the file; cut by the cap,
+    /// not known.
+    #[test]
+    fn the_binary_scan_reads_a_version_whole_or_not_at_all() {
+        let text = b"k8s.io/component-base/version.gitVersion=v1.35.0' -X";
+        let marker = text.iter().position(|b| *b == b'=').unwrap() + 1;
+        for cut in [0, marker - 3, marker, marker + 3, marker + 4, marker + 6, text.len()] {
+            let mut bin = vec![0u8; (1 << 20) - cut];
+            bin.extend_from_slice(text);
+            assert_eq!(
+                from_binary(&bin[..], BINARY_CAP),
+                Some(Version(1, 35, 0)),
+                "cut at {cut}"
+            );
+        }
+        let mut at_end = vec![0u8; 100];
+        at_end.extend_from_slice(&text[..marker + 7]);
+        assert_eq!(
+            from_binary(&at_end[..], BINARY_CAP),
+            Some(Version(1, 35, 0))
+        );
+        let mut capped = vec![0u8; (1 << 20) - marker - 3];
+        capped.extend_from_slice(text);
+        assert_eq!(
+            from_binary(&capped[..], 1 << 20),
+            None,
+            "v1.3 at the cap is no version"
+        );
     }
 }
