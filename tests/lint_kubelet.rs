@@ -108,6 +108,33 @@ fn kubelet_1_35s_removed_flag_other_socket_and_driver_mismatch_fail() {
     );
 }
 
+/// systemd reads an environment file whole up to 64 MiB: kubeadm-flags.env padded past
+/// 64 KiB (71,033 bytes, the removed flag on its last line) is read as kubelet gets it.
+#[test]
+fn a_large_environment_file_is_read_whole_as_systemd_reads_it() {
+    let img = kubeadm_image();
+    img.put(DPKG_STATUS, &dpkg_status("1.35.0"));
+    let padding = "# kubeadm\n".repeat(7_000);
+    let flags = format!(
+        "{padding}KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix://{K3S} \
+         --pod-infra-container-image=registry.k8s.io/pause:3.10\"\n"
+    );
+    assert!(flags.len() > 70_000, "{}", flags.len());
+    img.put(FLAGS_ENV, &flags);
+    let o = img.lint(&[]);
+    let flags_at = format!("{FLAGS_ENV}:7001");
+    expect(
+        &o,
+        "lint.kubelet-pod-infra-image",
+        "fail",
+        1,
+        &[
+            "--pod-infra-container-image=registry.k8s.io/pause:3.10",
+            &flags_at,
+        ],
+    );
+}
+
 #[test]
 fn before_1_35_the_flag_only_warns_and_cgroup_v1_is_let_be() {
     let img = kubeadm_image();

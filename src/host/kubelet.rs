@@ -28,8 +28,11 @@ pub mod yaml;
 pub const DEFAULT_CONFIG: &str = "/var/lib/kubelet/config.yaml";
 /// kubelet's own configuration files are small; a larger one is not read.
 pub const CONFIG_CAP: u64 = 1 << 20;
-/// An environment file is a few lines; a bigger one is read to here.
-pub const ENV_FILE_CAP: u64 = 64 << 10;
+/// The largest environment file read: systemd's own bound for one
+/// (`READ_FULL_BYTES_MAX`, 64 MiB less a byte, in its `fileio.c`), so that every file
+/// systemd reads whole the guard reads whole. A larger one systemd refuses, and kubelet
+/// does not start.
+pub const ENV_FILE_CAP: u64 = (64 << 20) - 1;
 
 /// kubelet's defaults on Linux (`evictionHard`), of which these two cover the image
 /// filesystem.
