@@ -196,8 +196,8 @@ impl EvictionFlags {
     fn of(flags: &flags::Flags) -> EvictionFlags {
         EvictionFlags {
             unit: "kubelet.service".to_string(),
-            hard: flags.get("eviction-hard").map(|f| signal_list(&f.value)),
-            soft: flags.get("eviction-soft").map(|f| signal_list(&f.value)),
+            hard: signals(flags, "eviction-hard"),
+            soft: signals(flags, "eviction-soft"),
         }
     }
 
@@ -221,13 +221,10 @@ pub fn node_flags(host: &Host) -> flags::Flags {
         .unwrap_or_default()
 }
 
-/// `imagefs.available<15%,memory.available<100Mi` as a map.
-fn signal_list(value: &str) -> BTreeMap<String, String> {
-    value
-        .split(',')
-        .filter_map(|item| item.split_once('<'))
-        .map(|(s, v)| (s.trim().to_string(), v.trim().to_string()))
-        .collect()
+/// A `--eviction-*` map (`imagefs.available<15%,memory.available<100Mi`) as kubelet merges its occurrences.
+fn signals(flags: &flags::Flags, name: &str) -> Option<BTreeMap<String, String>> {
+    let merged = flags.merged(name, '<')?;
+    Some(merged.into_iter().map(|(k, (v, _))| (k, v)).collect())
 }
 
 /// The eviction settings of a kubelet configuration file.

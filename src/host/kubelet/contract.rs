@@ -61,18 +61,12 @@ pub fn contract(file: Option<(&str, &FileSettings)>, flags: &Flags) -> Contract 
     }
 }
 
-/// A feature gate: `--feature-gates=A=true,B=false` wins over the file's `featureGates`.
+/// A feature gate: `--feature-gates=A=true,B=false` wins over the file's `featureGates`;
+/// repeated `--feature-gates` merge, as kubelet merges them (the last that names it wins).
 fn gate(file: Option<(&str, &FileSettings)>, flags: &Flags, name: &str) -> Option<Set> {
-    let flag = flags.get("feature-gates").and_then(|f| {
-        let value = f.value.split(',').find_map(|g| {
-            let (n, v) = g.split_once('=')?;
-            (n.trim() == name).then(|| v.trim().to_string())
-        })?;
-        Some(Set {
-            value,
-            at: f.at.clone(),
-        })
-    });
+    let gates = flags.merged("feature-gates", '=');
+    let flag = gates.and_then(|g| g.get(name).cloned());
+    let flag = flag.map(|(value, at)| Set { value, at });
     flag.or_else(|| {
         let (file_name, settings) = file?;
         let l = settings.feature_gates.get(name)?;

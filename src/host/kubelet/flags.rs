@@ -31,6 +31,24 @@ impl Flags {
     pub fn get(&self, name: &str) -> Option<&Flag> {
         self.flags.iter().rev().find(|f| f.name == name)
     }
+
+    /// A map-valued flag (`--feature-gates`, `--eviction-hard`) as kubelet reads it:
+    /// every occurrence merged in order, a later entry winning (its `cliflag` maps add to
+    /// the map at each occurrence; only the first replaces the default), each entry with
+    /// the place of the flag that set it. `None` when no flag of that name is given.
+    /// `sep` parts an entry's key from its value (`=` for gates, `<` for signals).
+    pub fn merged(&self, name: &str, sep: char) -> Option<BTreeMap<String, (String, String)>> {
+        let mut out: Option<BTreeMap<String, (String, String)>> = None;
+        for f in self.flags.iter().filter(|f| f.name == name) {
+            let map = out.get_or_insert_with(BTreeMap::new);
+            for entry in f.value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                if let Some((k, v)) = entry.split_once(sep) {
+                    map.insert(k.trim().to_string(), (v.trim().to_string(), f.at.clone()));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Where a variable was set and what it holds.

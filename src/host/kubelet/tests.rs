@@ -299,3 +299,42 @@ fn the_contract_takes_a_flag_over_the_file_and_names_both() {
         "{e}"
     );
 }
+
+/// `--feature-gates` in kubeadm-flags.env and again in /etc/default/kubelet, and the same
+/// for `--eviction-hard`: kubelet merges each map flag's occurrences (a later entry
+/// winning), so a gate or a signal set only in the first still holds.
+#[test]
+fn repeated_map_flags_merge_as_kubelet_merges_them() {
+    let (_t, host) = node(&[
+        (KUBEADM_DROPIN, "10-kubeadm.conf"),
+        (
+            "/var/lib/kubelet/kubeadm-flags.env",
+            "KUBELET_KUBEADM_ARGS=\"--feature-gates=KubeletCgroupDriverFromCRI=false \
+             --eviction-hard=imagefs.available<20%,memory.available<100Mi\"\n",
+        ),
+        (
+            "/etc/default/kubelet",
+            "KUBELET_EXTRA_ARGS=\"--feature-gates=RotateKubeletServerCertificate=true \
+             --eviction-hard=memory.available<300Mi\"\n",
+        ),
+        ("/var/lib/kubelet/config.yaml", "kubeadm-defaults.yaml"),
+    ]);
+    let c = read_contract(&host, None).unwrap();
+    let gate = c
+        .driver_from_cri_gate
+        .expect("the gate of kubeadm-flags.env");
+    assert_eq!(gate.value, "false");
+    assert!(
+        gate.at.starts_with("/var/lib/kubelet/kubeadm-flags.env:"),
+        "{gate:?}"
+    );
+    let hard = read(&host, None).unwrap().unwrap().hard.unwrap();
+    assert_eq!(
+        hard.get("imagefs.available").map(String::as_str),
+        Some("20%")
+    );
+    assert_eq!(
+        hard.get("memory.available").map(String::as_str),
+        Some("300Mi")
+    );
+}

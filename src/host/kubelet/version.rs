@@ -208,7 +208,15 @@ mod tests {
     fn the_binary_scan_reads_a_version_whole_or_not_at_all() {
         let text = b"k8s.io/component-base/version.gitVersion=v1.35.0' -X";
         let marker = text.iter().position(|b| *b == b'=').unwrap() + 1;
-        for cut in [0, marker - 3, marker, marker + 3, marker + 4, marker + 6, text.len()] {
+        for cut in [
+            0,
+            marker - 3,
+            marker,
+            marker + 3,
+            marker + 4,
+            marker + 6,
+            text.len(),
+        ] {
             let mut bin = vec![0u8; (1 << 20) - cut];
             bin.extend_from_slice(text);
             assert_eq!(
