@@ -247,3 +247,32 @@ fn kubelet_on_the_images_containerd_passes_and_its_address_is_the_socket() {
         &["/run/containerd/other.sock", &format!("{FLAGS_ENV}:1")],
     );
 }
+
+/// A drop-in that adds kubelet's `ExecStart=` without resetting it first gives the
+/// `Type=simple` unit two: systemd refuses to load it and kubelet never starts. The lint
+/// fails naming systemd's reason, the very words `systemd-analyze verify` gives for the
+/// same files.
+#[test]
+fn a_kubelet_unit_systemd_refuses_to_load_fails_the_lint() {
+    let img = Image::clean();
+    let drop_in = "/etc/systemd/system/kubelet.service.d/20-verbose.conf";
+    img.put(drop_in, "[Service]\nExecStart=/usr/bin/kubelet --v=4\n");
+    let o = img.lint(&[]);
+    let why = "Service has more than one ExecStart= setting, which is only allowed for \
+               Type=oneshot services. Refusing.";
+    expect(
+        &o,
+        "lint.kubelet-gate",
+        "fail",
+        1,
+        &["systemd refuses to load kubelet.service", why, drop_in],
+    );
+    let root = img.dir.path().to_str().unwrap();
+    let verify = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--root", root, "kubelet.service"])
+        .env("SYSTEMD_LOG_LEVEL", "err")
+        .output()
+        .expect("systemd-analyze (systemd's own unit loader) runs here");
+    let said = String::from_utf8_lossy(&verify.stderr);
+    assert!(said.contains(why), "systemd-analyze verify said: {said}");
+}

@@ -19,6 +19,7 @@
 //! Not modelled: specifiers (`%n`), templates' instances, and a change on disk the
 //! manager has not reloaded yet (the files win: they are what the next start uses).
 
+mod refusal;
 use crate::host::tree::{Kind, Tree};
 use std::path::{Path, PathBuf};
 

@@ -33,8 +33,26 @@ pub(super) fn unit<'a>(
         Ok(Some(u)) if u.masked => Err(Finding::fail(id, format!("{name} is masked"))
             .evidence(order::files_of(u))
             .remedy(format!("remove the mask of {name} from the image"))),
-        Ok(u) => Ok(u.as_ref()),
+        Ok(Some(u)) => match u.refusal() {
+            Some(why) => Err(refused(id, name, u, why)),
+            None => Ok(Some(u)),
+        },
+        Ok(None) => Ok(None),
     }
+}
+
+/// A unit systemd refuses to load, named with systemd's reason.
+fn refused(id: Id, name: &str, u: &Unit, why: String) -> Finding {
+    Finding::fail(
+        id,
+        format!("systemd refuses to load {name}: it never starts"),
+    )
+    .evidence(why)
+    .evidence(order::files_of(u))
+    .remedy(
+        "a drop-in that replaces ExecStart= must reset it first: an empty `ExecStart=` \
+             line before its own (`systemd-analyze verify` shows systemd's verdict)",
+    )
 }
 
 pub fn guard_dropin(image: &Image) -> Finding {

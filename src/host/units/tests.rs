@@ -239,3 +239,38 @@ fn a_budget_bounds_what_loading_reads_and_keeps() {
     let e = load_within(&tree, "many.service", &mut bytes).unwrap_err();
     assert!(e.contains("20 bytes"), "{e}");
 }
+
+/// systemd's `service_verify()`: each unit checked here against what
+/// `systemd-analyze verify` (systemd 252) says of the same file.
+#[test]
+fn a_service_systemd_refuses_to_load_is_named_with_its_reason() {
+    let refusal = |text: &str| {
+        let f = Fixture::new();
+        f.put("/usr/lib/systemd/system/k.service", text);
+        f.load("k.service").refusal()
+    };
+    let two = "[Service]\nExecStart=/bin/true\nExecStart=/bin/false\n";
+    assert!(refusal(two)
+        .unwrap()
+        .contains("more than one ExecStart= setting"));
+    let reset = "[Service]\nExecStart=/bin/true\nExecStart=\nExecStart=/bin/false\n";
+    assert_eq!(refusal(reset), None, "an empty ExecStart= resets the list");
+    assert_eq!(
+        refusal(&format!("[Service]\nType=oneshot\n{}", &two[10..])),
+        None
+    );
+    let none = refusal("[Service]\nExecStartPre=/bin/true\n").unwrap();
+    assert!(
+        none.contains("Service has no ExecStart=, ExecStop=, or SuccessAction=."),
+        "{none}"
+    );
+    let stop_only = refusal("[Service]\nExecStop=/bin/true\n").unwrap();
+    assert!(
+        stop_only.contains("does not have RemainAfterExit=yes set"),
+        "{stop_only}"
+    );
+    assert_eq!(
+        refusal("[Service]\nExecStop=/bin/true\nRemainAfterExit=yes\n"),
+        None
+    );
+}
