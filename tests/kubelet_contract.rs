@@ -204,3 +204,37 @@ fn k04_kubelet_1_35_fails_on_this_cgroup_v1_host_unless_told_fail_cgroup_v1_fals
         o.mentions(id, &[&format!("failCgroupV1=false ({}:2)", file.display())]);
     }
 }
+
+/// kubelet 1.33 (it asks containerd for the cgroup driver: KubeletCgroupDriverFromCRI on by
+/// default) with `cgroupDriver: systemd`, containerd with its default cgroupfs. containerd
+/// 2.x answers CRI RuntimeConfig, and kubelet takes its driver: pass. 1.6 ("unknown
+/// method") and 1.7 ("not implemented") do not: kubelet falls back to its own systemd
+/// driver, which is not containerd's, and the node's pods would fail: fail.
+#[test]
+fn k05_the_cgroup_driver_is_judged_by_what_this_containerd_answers() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    let n = node();
+    let (cfg, _) = with_kubelet_config(&n, "kind: KubeletConfiguration\ncgroupDriver: systemd\n");
+    let units = kubelet_unit(&n, "1.33.0");
+    let out = with_units(&cfg, &units, &["--json", "verify"]);
+    let driver = out.finding("kubelet.cgroup-driver").clone();
+    if support::containerd_major_minor() >= (2, 0) {
+        assert_eq!(driver["status"], "pass", "{}", out.dump());
+        out.mentions(
+            "kubelet.cgroup-driver",
+            &["containerd answers CRI RuntimeConfig: cgroupfs"],
+        );
+    } else {
+        assert_eq!(out.code, 1, "{}", out.dump());
+        assert_eq!(driver["status"], "fail", "{}", out.dump());
+        out.mentions(
+            "kubelet.cgroup-driver",
+            &[
+                "kubelet's cgroup driver is systemd, containerd's is cgroupfs",
+                "does not implement CRI RuntimeConfig",
+            ],
+        );
+    }
+}

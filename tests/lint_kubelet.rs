@@ -197,7 +197,9 @@ fn without_a_dpkg_record_the_version_is_the_binarys_string_never_run() {
 #[test]
 fn kubelet_on_the_images_containerd_passes_and_its_address_is_the_socket() {
     let img = kubeadm_image();
-    img.put(DPKG_STATUS, &dpkg_status("1.35.0"));
+    // (containerd 2.1: it answers kubelet's CRI RuntimeConfig, so kubelet takes its driver)
+    let containerd = "\nPackage: containerd\nStatus: install ok installed\nVersion: 2.1.9~ds1-5\n";
+    img.put(DPKG_STATUS, &(dpkg_status("1.35.0") + containerd));
     img.put(
         FLAGS_ENV,
         "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock\"\n",
@@ -275,4 +277,41 @@ fn a_kubelet_unit_systemd_refuses_to_load_fails_the_lint() {
         .expect("systemd-analyze (systemd's own unit loader) runs here");
     let said = String::from_utf8_lossy(&verify.stderr);
     assert!(said.contains(why), "systemd-analyze verify said: {said}");
+}
+
+/// kubelet 1.33 asks containerd for the cgroup driver; the image's containerd answers CRI
+/// RuntimeConfig from 2.0 only. With kubelet's systemd and containerd's cgroupfs, the
+/// image's containerd 1.7 leaves kubelet its own driver: fail; 2.1 gives kubelet its own:
+/// pass.
+#[test]
+fn the_cgroup_driver_is_judged_by_what_the_images_containerd_answers() {
+    for (containerd, status, needle) in [
+        (
+            "1.7.24~ds1-6",
+            "fail",
+            "does not implement CRI RuntimeConfig",
+        ),
+        (
+            "2.1.9~ds1-5",
+            "pass",
+            "containerd answers CRI RuntimeConfig: cgroupfs",
+        ),
+    ] {
+        let img = Image::clean();
+        img.put(CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n");
+        let record = format!(
+            "{}\nPackage: containerd\nStatus: install ok installed\nVersion: {containerd}\n",
+            dpkg_status("1.33.0")
+        );
+        img.put(DPKG_STATUS, &record);
+        let o = img.lint(&[]);
+        assert_eq!(
+            o.status("lint.kubelet-cgroup-driver"),
+            status,
+            "{containerd}: {}",
+            o.dump()
+        );
+        let text = o.finding_text("lint.kubelet-cgroup-driver");
+        assert!(text.contains(needle), "{containerd}: {text}");
+    }
 }

@@ -68,6 +68,7 @@ pub fn gather(tree: &Tree, image: &Image) -> ImageKubelet {
         containerd_config: target.systemd_cgroup_said,
         version,
         cgroup_v1: None,
+        runtime_config: Some(runtime_config(image, target.systemd_cgroup)),
     };
     ImageKubelet {
         facts,
@@ -81,6 +82,24 @@ pub fn gather(tree: &Tree, image: &Image) -> ImageKubelet {
 fn env_file(tree: &Tree, path: &str) -> Option<String> {
     let (bytes, _) = tree.read(Path::new(path), kubelet::ENV_FILE_CAP).ok()??;
     Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// What the image's containerd answers kubelet's CRI `RuntimeConfig`, from its version:
+/// its configured driver from 2.0 on, nothing before (1.6 and 1.7 do not implement it).
+fn runtime_config(image: &Image, systemd_cgroup: bool) -> Result<Option<String>, String> {
+    let version =
+        crate::lint::facts::dpkg::containerd_version(&image.dpkg_status).ok_or_else(|| {
+            format!(
+                "the image's containerd version is not known (no dpkg record in {})",
+                image.dpkg_status.file
+            )
+        })?;
+    let driver = if systemd_cgroup {
+        "systemd"
+    } else {
+        "cgroupfs"
+    };
+    Ok((version >= Version(2, 0, 0)).then(|| driver.to_string()))
 }
 
 /// kubelet's version and the file it was read from: dpkg's record of the kubelet

@@ -31,6 +31,10 @@ pub struct Answering {
     /// CRI `ImageStatus` of the sandbox image: `pinned`, `None` when CRI does not know it
     /// (shared with the sandbox image family: asked once).
     pub sandbox_status: Result<Option<bool>, String>,
+    /// CRI `RuntimeConfig`: the cgroup driver containerd gives kubelet (`systemd`,
+    /// `cgroupfs`); `None` when containerd does not implement it (before 2.0: kubelet
+    /// then falls back to its own `cgroupDriver`).
+    pub runtime_config: Result<Option<String>, String>,
 }
 
 /// One of kubelet's start calls and how it ended.
@@ -148,8 +152,12 @@ pub async fn gather(
         }
     };
     // concurrently, on the one HTTP/2 connection: the slowest answer, not the sum
-    let (cri_version, (cri_conditions, plugins), (kubelet_calls, sandbox_status)) =
-        tokio::join!(cri_version(conn), writing, kubelet_calls(conn, sandbox_image));
+    let (cri_version, (cri_conditions, plugins), (kubelet_calls, sandbox_status), runtime_config) = tokio::join!(
+        cri_version(conn),
+        writing,
+        kubelet_calls(conn, sandbox_image),
+        runtime_config(conn)
+    );
     Answering {
         version: version.map_err(|e| e.to_string()),
         plugins,
@@ -157,6 +165,29 @@ pub async fn gather(
         cri_conditions,
         kubelet_calls,
         sandbox_status,
+        runtime_config,
+    }
+}
+
+/// CRI `RuntimeConfig`'s cgroup driver, as kubelet 1.31 and later ask it at start.
+async fn runtime_config(conn: &Conn) -> Result<Option<String>, String> {
+    use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+    use k8s_cri::v1::{CgroupDriver, RuntimeConfigRequest};
+    let mut c = RuntimeServiceClient::new(conn.channel.clone());
+    let req = RuntimeConfigRequest {};
+    let call = conn.call("CRI RuntimeConfig", c.runtime_config(conn.request(req, Some(K8S_NS))));
+    match call.await {
+        Ok(r) => {
+            let driver = r.linux.map(|l| l.cgroup_driver).unwrap_or_default();
+            let driver = CgroupDriver::try_from(driver).map_err(|_| format!("cgroup driver {driver}"))?;
+            Ok(Some(match driver {
+                CgroupDriver::Systemd => "systemd".to_string(),
+                CgroupDriver::Cgroupfs => "cgroupfs".to_string(),
+            }))
+        }
+        // (1.6 answers "unknown method", 1.7 "not implemented": both Unimplemented)
+        Err(e) if e.code() == Some(tonic::Code::Unimplemented) => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
 }
 

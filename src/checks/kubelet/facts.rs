@@ -22,6 +22,10 @@ pub struct KubeletFacts {
     pub version: Result<Version, String>,
     /// `Some(true)`: the host mounts cgroup v1; `None`: cannot tell.
     pub cgroup_v1: Option<bool>,
+    /// What containerd answers kubelet's CRI `RuntimeConfig`: its cgroup driver, or
+    /// `Ok(None)` where it does not implement the call (before 2.0); `None` where it was
+    /// not asked (containerd silent).
+    pub runtime_config: Option<Result<Option<String>, String>>,
 }
 
 /// containerd's side, from its config (the gate's target).
@@ -48,5 +52,6 @@ pub fn gather(host: &Host, files: &KubeletFiles, cd: Containerd) -> KubeletFacts
         containerd_config: cd.said.to_string(),
         version: Err(NOT_ASKED.to_string()),
         cgroup_v1: crate::host::cgroup::is_v1(host),
+        runtime_config: None,
     }
 }

@@ -268,15 +268,40 @@ fn cgroup_driver(c: &Contract, facts: &KubeletFacts) -> Finding {
         let summary = format!("kubelet and containerd both use the {containerd} cgroup driver");
         return Finding::pass(id, summary).evidence(from);
     }
-    if let Some(why) = facts.version.as_ref().ok().and_then(|v| from_cri(c, *v)) {
-        return Finding::pass(id, "kubelet asks containerd for the cgroup driver")
-            .evidence(why)
-            .evidence(format!("{from} (used only where containerd does not answer RuntimeConfig, before containerd 2.0)"))
-            .evidence(facts.containerd_config.clone());
+    let asks = facts.version.as_ref().ok().and_then(|v| from_cri(c, *v));
+    if let Some(why) = &asks {
+        match &facts.runtime_config {
+            Some(Ok(Some(driver))) => {
+                return Finding::pass(id, "kubelet asks containerd for the cgroup driver")
+                    .evidence(why.clone())
+                    .evidence(format!("containerd answers CRI RuntimeConfig: {driver}"))
+                    .evidence(format!("{from} (not used: containerd answers)"))
+            }
+            Some(Ok(None)) => {} // containerd has no RuntimeConfig: kubelet takes its own
+            Some(Err(e)) => {
+                let summary = format!(
+                    "kubelet's cgroup driver is {kubelet}, containerd's is {containerd}, and \
+                     whether containerd gives kubelet its own is not known"
+                );
+                return Finding::warn(id, summary)
+                    .evidence(why.clone())
+                    .evidence(format!("CRI RuntimeConfig: {e}"))
+                    .evidence(from);
+            }
+            None => {
+                return Finding::warn(id, "kubelet asks containerd for the cgroup driver, which did not answer")
+                    .evidence(why.clone())
+                    .evidence(format!("{from}: kubelet uses it where containerd does not answer RuntimeConfig (before 2.0)"))
+                    .evidence(facts.containerd_config.clone())
+            }
+        }
     }
     let summary = format!("kubelet's cgroup driver is {kubelet}, containerd's is {containerd}");
+    let fallback = asks.map(|why| {
+        format!("{why}, but containerd does not implement CRI RuntimeConfig (before 2.0): kubelet takes its own cgroupDriver")
+    });
     let finding = match &facts.version {
-        Ok(_) => Finding::fail(id, summary),
+        Ok(_) => fallback.into_iter().fold(Finding::fail(id, summary), Finding::evidence),
         Err(why) => Finding::warn(id, summary).evidence(format!(
             "kubelet 1.31 and later may ask containerd for the driver; its version is not known: {why}"
         )),

@@ -276,7 +276,7 @@ impl World for RealWorld<'_> {
         let version = look.containerd_version().map(String::from);
         self.conn = look.into_conn();
         self.version = version;
-        answered.or(files)
+        with_runtime_config(answered.or(files))
     }
 
     async fn delete_task(&mut self, leak: &Leak) -> Result<String, RemedyError> {
@@ -375,6 +375,17 @@ impl World for RealWorld<'_> {
 }
 
 /// `path` with its symlinks resolved, as `mountinfo` shows it; as given when it cannot be.
+/// kubelet's facts (read from files, judged even when containerd is silent) take what
+/// containerd answered kubelet's CRI `RuntimeConfig` in the answers family's look.
+fn with_runtime_config(mut obs: Observation) -> Observation {
+    let answered = obs.answers.as_ref().and_then(|a| a.answering.as_ref().ok());
+    let runtime_config = answered.map(|a| a.runtime_config.clone());
+    if let (Some(kubelet), Some(answer)) = (obs.kubelet.as_mut(), runtime_config) {
+        kubelet.runtime_config = Some(answer);
+    }
+    obs
+}
+
 fn resolved(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -28,6 +28,7 @@ fn facts(contract: Contract, version: Option<Version>) -> KubeletFacts {
         containerd_config: "containerd: SystemdCgroup = true for runtime runc".to_string(),
         version: version.ok_or_else(|| super::super::facts::NOT_ASKED.to_string()),
         cgroup_v1: Some(false),
+        runtime_config: Some(Ok(Some("systemd".to_string()))),
     }
 }
 
@@ -235,6 +236,19 @@ fn a_driver_mismatch_fails_unless_kubelet_asks_containerd() {
         "turned on before its default"
     );
     assert_eq!(cgroupfs(None, None).status, Status::Warn);
+    // kubelet asks, and containerd (1.6, 1.7) has no RuntimeConfig: kubelet falls back to
+    // its own driver, which is not containerd's
+    let mut c = kubeadm();
+    c.cgroup_driver = None;
+    let mut old = facts(c, Some(Version(1, 33, 0)));
+    old.runtime_config = Some(Ok(None));
+    let fallback = judged(&old, true, Id::KubeletCgroupDriver);
+    assert_eq!(fallback.status, Status::Fail, "{fallback:?}");
+    assert!(fallback.evidence.iter().any(|l| l.contains("does not implement CRI RuntimeConfig")));
+    old.runtime_config = None;
+    assert_eq!(status(&old, true, Id::KubeletCgroupDriver), Status::Warn, "containerd silent");
+    old.runtime_config = Some(Err("deadline".into()));
+    assert_eq!(status(&old, true, Id::KubeletCgroupDriver), Status::Warn);
 
     let mut same = kubeadm();
     same.cgroup_driver = set("cgroupfs", 15);

@@ -54,6 +54,7 @@ fn healthy() -> Observation {
         ]),
         kubelet_calls: Vec::new(),
         sandbox_status: Ok(Some(true)),
+        runtime_config: Ok(None),
     };
     Observation {
         answers: Some(AnswerFacts {

@@ -111,6 +111,7 @@ pub(super) fn observation(looks: Looks) -> Observation {
         cri_conditions: Ok(vec![ready("RuntimeReady"), ready("NetworkReady")]),
         kubelet_calls: Vec::new(),
         sandbox_status: Ok(Some(true)),
+        runtime_config: Ok(None),
     };
     Observation {
         answers: Some(answers(Ok(Box::new(answering)))),
@@ -237,6 +238,7 @@ pub(super) fn kubelet_facts(version: Result<Version, String>) -> KubeletFacts {
             .into(),
         version,
         cgroup_v1: Some(false),
+        runtime_config: None,
     }
 }
 
