@@ -69,9 +69,16 @@ fn kubelet_unit(n: &Node, version: &str) -> PathBuf {
     let units = n.t.path().join("units");
     std::fs::create_dir_all(&units).unwrap();
     let binary = n.t.path().join("kubelet");
+    // (the build string a release binary carries, for a reader that does not run it; and
+    // a mark left by each run)
+    let ran = n.t.path().join("kubelet.ran");
     write_executable(
         &binary,
-        &format!("#!/bin/sh\necho 'Kubernetes v{version}'\n"),
+        &format!(
+            "#!/bin/sh\n# k8s.io/component-base/version.gitVersion=v{version} (build)\n\
+             echo run >> '{}'\necho 'Kubernetes v{version}'\n",
+            ran.display()
+        ),
     );
     let unit = format!(
         "[Service]\nExecStart={} --pod-infra-container-image=registry.k8s.io/pause:3.9\n",
@@ -102,10 +109,18 @@ fn k02_pod_infra_container_image_fails_on_kubelet_1_35_and_warns_on_1_34() {
     let cache = n.t.guard_state_dir().join("kubelet.version.json");
 
     let units = kubelet_unit(&n, "1.35.0");
-    // --npd writes nothing: kubelet's version is asked, and not kept
+    // --npd writes nothing and runs nothing (NPD runs it all day): kubelet's version is
+    // read from its binary, not asked, and not kept
     let npd = with_units(&cfg, &units, &["verify", "--npd"]);
     assert_eq!(npd.code, 1, "{}", npd.dump());
+    assert!(
+        npd.stdout.contains("kubelet.pod-infra-image"),
+        "{}",
+        npd.dump()
+    );
     assert!(!cache.exists(), "--npd wrote {}", cache.display());
+    let ran = n.t.path().join("kubelet.ran");
+    assert!(!ran.exists(), "--npd ran kubelet's binary");
     with_units(&cfg, &units, &["--json", "verify"])
         .expect(1, "kubelet.pod-infra-image", "fail")
         .mentions(

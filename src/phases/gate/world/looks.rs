@@ -28,7 +28,10 @@ impl Look<'_> {
     }
 
     /// `kubelet --version` of the unit's binary, bounded, from this boot's record when it
-    /// answers for the binary as it is now; a new answer is kept where `cache` allows.
+    /// answers for the binary as it is now; a new answer is kept where `cache` allows. A
+    /// run that writes nothing (`--npd`, which NPD runs all day) executes nothing: the
+    /// record, else dpkg's record of the kubelet package, else the version string in the
+    /// binary ([`version::from_binary`], bounded).
     async fn kubelet_version(&self, binary: Option<&str>, cache: bool) -> Result<Version, String> {
         let binary = binary.ok_or("kubelet's unit names no binary")?;
         let path = self.host.os_file(binary);
@@ -40,6 +43,9 @@ impl Look<'_> {
             if kept.answers(d.boot_id(), binary, key) {
                 return Ok(kept.version);
             }
+        }
+        if !cache {
+            return self.kubelet_version_unrun(&path);
         }
         let argv = [path.display().to_string(), "--version".to_string()];
         // (within a run's deadline, as every call: `guard verify --npd --timeout`)
@@ -61,6 +67,34 @@ impl Look<'_> {
             let _ = d.save_kubelet_version(&record);
         }
         Ok(version)
+    }
+
+    /// kubelet's version without running it: dpkg's record, else its binary's string.
+    fn kubelet_version_unrun(&self, binary: &std::path::Path) -> Result<Version, String> {
+        use crate::host::proc::{read_bounded, Links};
+        let status = self.host.os_file("/var/lib/dpkg/status");
+        let record = read_bounded(&status, 64 << 20, Links::Follow).ok();
+        let text = record.map(|b| String::from_utf8_lossy(&b).into_owned());
+        if let Some(v) = text.as_deref().and_then(version::from_dpkg_status) {
+            return Ok(v);
+        }
+        use std::os::unix::fs::OpenOptionsExt;
+        // (never blocking on what the unit names: a FIFO there is no binary)
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+            .open(binary)
+            .map_err(|e| format!("{}: {e}", binary.display()))?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(format!("{}: not a regular file", binary.display()));
+        }
+        version::from_binary(file, version::BINARY_CAP).ok_or_else(|| {
+            format!(
+                "not run (a run that writes nothing executes nothing), and neither dpkg's record \
+                 nor {} names kubelet's version",
+                binary.display()
+            )
+        })
     }
 
     /// The hygiene families' looks: a second one only when the first found a candidate.
