@@ -36,6 +36,10 @@ pub enum Stage {
     Containerd,
 }
 
+/// Where containerd keeps its uuid, under its root; containerd creates it when asked for
+/// it and it is missing.
+const INTROSPECTION_UUID: &str = "io.containerd.grpc.v1.introspection/uuid";
+
 /// One look at the node, as the families read it.
 pub struct Look<'a> {
     pub host: &'a Host,
@@ -112,9 +116,12 @@ impl<'a> Look<'a> {
             let ask = async {
                 let (conn, version) = self.answered.as_ref()?;
                 let reference = &self.target.image.reference;
-                let stale = async { super::stale::rules::proven_stale(self.stale().await) };
-                let answers =
-                    super::answers::facts::gather(conn, version.clone(), reference, stale);
+                let answers = super::answers::facts::gather(
+                    conn,
+                    version.clone(),
+                    reference,
+                    self.writes_under_root(),
+                );
                 Some(answers.await)
             };
             Box::pin(ask.instrument(tracing::debug_span!("runtime facts")))
@@ -152,6 +159,19 @@ impl<'a> Look<'a> {
             .await
         };
         self.stale.get_or_init(read).await
+    }
+
+    /// Whether containerd would write under its root if asked what makes it read its uuid
+    /// (CRI `Status`, `Introspection.Plugins` and `Server`): only where that file is
+    /// missing there (kubelet's first `Status` writes it on every node) and the stale
+    /// facts prove containerd stale. A cheap look first: the stale facts wait behind the
+    /// hygiene looks on the thread for host reads, and would hold up every look's `Status`.
+    pub async fn writes_under_root(&self) -> bool {
+        let uuid = self.host.path(&self.target.root).join(INTROSPECTION_UUID);
+        if std::fs::symlink_metadata(uuid).is_ok() {
+            return false;
+        }
+        super::stale::rules::proven_stale(self.stale().await)
     }
 
     /// kubelet's unit and configuration file, read once for the families that judge them.

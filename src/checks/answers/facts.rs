@@ -137,8 +137,8 @@ pub const NOT_ASKED: &str = "not asked: containerd is stale (runtime.stale), and
 
 /// Asks an answering containerd (its `Version` already answered) for the rest.
 /// `sandbox_image`: the reference kubelet's `ImageStatus` asks about. `stale`: whether
-/// the stale facts prove containerd stale; then the calls that write under its root
-/// (CRI `Status`, `Introspection.Plugins`) are not made.
+/// containerd would write under its root, proven stale (`Look::writes_under_root`); then
+/// the calls that write there (CRI `Status`, `Introspection.Plugins`) are not made.
 pub async fn gather(
     conn: &Conn,
     version: VersionAnswer,

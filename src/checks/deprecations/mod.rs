@@ -24,7 +24,7 @@ impl Family for Deprecations {
     async fn gather(look: &Look<'_>) -> Option<Self::Facts> {
         let conn = look.conn()?;
         let version = look.containerd_version().and_then(Version::parse);
-        let stale = crate::checks::stale::rules::proven_stale(look.stale().await);
+        let stale = look.writes_under_root().await;
         Some(facts::DeprecationFacts {
             version,
             reported: match stale {
