@@ -323,3 +323,37 @@ fn s07_no_image_no_archive_registry_down_holds_then_fails_naming_everything() {
     assert_eq!(status.code, 1, "{}", status.dump());
     assert!(status.stdout.contains("NOT usable"), "{}", status.dump());
 }
+
+/// containerd's CRI answers `server is not initialized yet` for a while after every start
+/// (seen after the guard's own restart under real systemd: `verify --repair` restarted a
+/// stale containerd and then failed `runtime.cri` on that answer). The guard waits while
+/// CRI says so, within `[containerd] wait`, as kubelet does: here the first three CRI
+/// `Version` calls get that answer (a gRPC proxy in front of a real containerd), and
+/// `guard verify` still passes, having asked again.
+#[test]
+fn s16_a_cri_still_starting_is_waited_for_not_failed() {
+    let Some(_root) = root_or_skip(TOOLS) else {
+        return;
+    };
+    use support::grpc_proxy::{GrpcProxy, Mode};
+    let n = Node::healthy(&format!("127.0.0.1:{}/guard/pause:s16", dead_port()));
+    n.import_image();
+    let version = "/runtime.v1.RuntimeService/Version";
+    let proxy = GrpcProxy::start_with(
+        &n.t.socket(),
+        &n.t.path().join("starting.sock"),
+        version,
+        Mode::Starting(3),
+    );
+    let cfg = n.config_with(&n.ctrd.restart_program(), |c| {
+        c.containerd_socket(&proxy.socket).sandbox_pull(false)
+    });
+    let out = Guard::with_config(&cfg).run(&["--json", "verify"]);
+    out.expect(0, "runtime.cri", "pass");
+    assert!(
+        proxy.calls(version) >= 4,
+        "CRI Version asked {} time(s)",
+        proxy.calls(version)
+    );
+    assert_eq!(n.ctrd.restarts(), 0, "nothing restarted: {}", out.dump());
+}

@@ -230,6 +230,7 @@ pub async fn connect_answering(
         let err = match answering_once(socket, call_timeout.min(left.max(MIN_TRY))).await {
             // the calls after this one get their own bound, not what was left of `wait`
             Ok((conn, version)) => {
+                super::cri::started(&conn, deadline).await;
                 let conn = Conn {
                     timeout: call_timeout,
                     ..conn

@@ -2,6 +2,7 @@
 
 use super::client::{Conn, RpcError, K8S_NS};
 use k8s_cri::v1::{ListContainersRequest, ListPodSandboxRequest};
+use std::time::Duration;
 
 /// A container's CRI state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +169,38 @@ mod lean {
         let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
         let path = tonic::codegen::http::uri::PathAndQuery::from_static(method);
         grpc.unary(req, path, codec).await
+    }
+}
+
+/// Waits, until `deadline`, while containerd's CRI plugin says it is still starting
+/// ("server is not initialized yet": it answers so for a while after every start, as it
+/// loads its state): a containerd that has just started, or that the guard has just
+/// restarted, is still starting, and kubelet waits for it the same way. Any other answer
+/// ends the wait at once, whatever it is: the look judges it.
+pub async fn started(conn: &Conn, deadline: std::time::Instant) {
+    use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+    use k8s_cri::v1::VersionRequest;
+    let mut pause =
+        crate::backoff::Backoff::new(Duration::from_millis(50), Duration::from_millis(500));
+    loop {
+        let mut c = RuntimeServiceClient::new(conn.channel.clone());
+        let req = VersionRequest {
+            version: "v1".into(),
+        };
+        let asked = conn.call("CRI Version", c.version(conn.request(req, Some(K8S_NS))));
+        let starting = match asked.await {
+            Err(RpcError {
+                kind: super::client::RpcErrorKind::Status { message, .. },
+                ..
+            }) => message.contains("not initialized yet"),
+            _ => false,
+        };
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if !starting || left.is_zero() {
+            return;
+        }
+        tracing::debug!("containerd's CRI is still starting (server is not initialized yet)");
+        tokio::time::sleep(pause.next().min(left)).await;
     }
 }
 

@@ -30,6 +30,9 @@ pub enum Mode {
     /// Answered at once with this gRPC status (trailers only, as a server that refuses
     /// the call does); containerd never sees the call.
     Fail(Code),
+    /// The first this many calls answered as containerd's CRI answers while it starts
+    /// (`Unknown: server is not initialized yet`), the later ones forwarded.
+    Starting(usize),
 }
 
 /// Calls seen, by method path (`/containerd.services.tasks.v1.Tasks/Delete`).
@@ -117,14 +120,18 @@ async fn proxy_connection(
         let (mut sender, proxy) = (sender.clone(), proxy.clone());
         async move {
             let path = req.uri().path().to_string();
-            *proxy
-                .counts
-                .lock()
-                .unwrap()
-                .entry(path.clone())
-                .or_insert(0) += 1;
+            let seen = {
+                let mut counts = proxy.counts.lock().unwrap();
+                let n = counts.entry(path.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            let refused = format!("refused by the test proxy: {path}");
             match proxy.mode {
-                Mode::Fail(code) if path == proxy.method => return Ok(refusal(code, &path)),
+                Mode::Fail(code) if path == proxy.method => return Ok(refusal(code, &refused)),
+                Mode::Starting(n) if path == proxy.method && seen <= n => {
+                    return Ok(refusal(Code::Unknown, "server is not initialized yet"))
+                }
                 Mode::Delay(delay) if path == proxy.method => tokio::time::sleep(delay).await,
                 _ => {}
             }
@@ -140,11 +147,11 @@ async fn proxy_connection(
 }
 
 /// A gRPC "trailers-only" answer: HTTP 200 whose headers carry the status, no body.
-fn refusal(code: Code, path: &str) -> Response<Answer> {
+fn refusal(code: Code, message: &str) -> Response<Answer> {
     Response::builder()
         .header("content-type", "application/grpc")
         .header("grpc-status", (code as i32).to_string())
-        .header("grpc-message", format!("refused by the test proxy: {path}"))
+        .header("grpc-message", message)
         .body(Answer::Refused)
         .expect("a valid response")
 }
