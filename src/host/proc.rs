@@ -28,40 +28,13 @@ pub enum Links {
 }
 
 /// Reads a file someone else may control: at most `cap` bytes, never blocking, and only a
-/// regular file. The path is first opened with `O_PATH` (which never calls a device's
-/// `open`: `/dev/watchdog` is not armed, a FIFO does not wait for a writer), checked with
-/// `fstat`, and only then reopened for reading through that same descriptor. Errors name
-/// the path and why; a file over the cap is an error, not a truncated read.
+/// regular file ([`open_regular`]). Errors name the path and why; a file over the cap is an
+/// error, not a truncated read.
 pub fn read_bounded(path: &Path, cap: u64, links: Links) -> Result<Vec<u8>, ReadError> {
-    let mut flags = nix::libc::O_PATH | nix::libc::O_CLOEXEC;
-    if links == Links::Refuse {
-        flags |= nix::libc::O_NOFOLLOW;
-    }
-    let handle = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)
-        .map_err(|e| ReadError::Io(format!("{}: {e}", path.display()), e.kind()))?;
-    let meta = handle
-        .metadata()
-        .map_err(|e| ReadError::Io(format!("{}: {e}", path.display()), e.kind()))?;
-    if !meta.file_type().is_file() {
-        return Err(ReadError::Refused(format!(
-            "{} is not a regular file ({}): not read",
-            path.display(),
-            kind_of(&meta)
-        )));
-    }
+    let (file, meta) = open_regular(path, links)?;
     if meta.len() > cap {
         return Err(ReadError::Refused(too_big(path, cap)));
     }
-    use std::os::fd::AsRawFd;
-    let reopened = Path::new("/proc/self/fd").join(handle.as_raw_fd().to_string());
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(&reopened)
-        .map_err(|e| ReadError::Io(format!("{}: {e}", path.display()), e.kind()))?;
     // `/proc` files report size 0: the cap is enforced on what is read, too.
     match super::read_at_most(file, cap) {
         Ok(Some(data)) => Ok(data),
@@ -70,7 +43,43 @@ pub fn read_bounded(path: &Path, cap: u64, links: Links) -> Result<Vec<u8>, Read
     }
 }
 
-/// Why [`read_bounded`] gave nothing.
+/// Opens a file someone else may control for reading, never blocking, and only a regular
+/// file. The path is first opened with `O_PATH` (which never calls a device's `open`:
+/// `/dev/watchdog` is not armed, a FIFO does not wait for a writer), checked with `fstat`,
+/// and only then reopened for reading through that same descriptor.
+pub fn open_regular(
+    path: &Path,
+    links: Links,
+) -> Result<(std::fs::File, std::fs::Metadata), ReadError> {
+    let mut flags = nix::libc::O_PATH | nix::libc::O_CLOEXEC;
+    if links == Links::Refuse {
+        flags |= nix::libc::O_NOFOLLOW;
+    }
+    let io = |e: std::io::Error| ReadError::Io(format!("{}: {e}", path.display()), e.kind());
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(io)?;
+    let meta = handle.metadata().map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(ReadError::Refused(format!(
+            "{} is not a regular file ({}): not read",
+            path.display(),
+            kind_of(&meta)
+        )));
+    }
+    use std::os::fd::AsRawFd;
+    let reopened = Path::new("/proc/self/fd").join(handle.as_raw_fd().to_string());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(&reopened)
+        .map_err(io)?;
+    Ok((file, meta))
+}
+
+/// Why [`read_bounded`] or [`open_regular`] gave nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadError {
     /// Not a regular file, a symlink where none is expected, or over the cap: nothing a

@@ -43,6 +43,10 @@ pub fn from_version_output(text: &str) -> Option<Version> {
     Version::parse(&text[at + "Kubernetes ".len()..])
 }
 
+/// dpkg's status file, and the most of it read (a full system's is a few MiB).
+pub const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+pub const DPKG_STATUS_CAP: u64 = 64 << 20;
+
 /// The installed kubelet package's version in dpkg's status file.
 pub fn from_dpkg_status(text: &str) -> Option<Version> {
     dpkg_package_version(text, &["kubelet"])

@@ -2,18 +2,16 @@
 //! package's version: containerd's (its deprecated settings) and kubelet's (its contract).
 
 use super::Source;
-use crate::host::kubelet::version::{dpkg_package_version, Version};
+use crate::host::kubelet::version::{dpkg_package_version, Version, DPKG_STATUS, DPKG_STATUS_CAP};
 use crate::host::tree::Tree;
 use std::path::Path;
 
 /// dpkg's status file.
-pub const STATUS: &str = "/var/lib/dpkg/status";
-/// A full image's status file is a few MiB; a bigger one is not read.
-const STATUS_CAP: u64 = 64 << 20;
+pub const STATUS: &str = DPKG_STATUS;
 
 /// The image's status file: `None` when it has none (an rpm image, a minimal tree).
 pub fn status(tree: &Tree) -> Source<Option<String>> {
-    let read = tree.read(Path::new(STATUS), STATUS_CAP);
+    let read = tree.read(Path::new(STATUS), DPKG_STATUS_CAP);
     Source {
         file: STATUS.to_string(),
         read: read.map(|r| r.map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())),

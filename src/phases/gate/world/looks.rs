@@ -71,23 +71,15 @@ impl Look<'_> {
 
     /// kubelet's version without running it: dpkg's record, else its binary's string.
     fn kubelet_version_unrun(&self, binary: &std::path::Path) -> Result<Version, String> {
-        use crate::host::proc::{read_bounded, Links};
-        let status = self.host.os_file("/var/lib/dpkg/status");
-        let record = read_bounded(&status, 64 << 20, Links::Follow).ok();
+        use crate::host::proc::{open_regular, read_bounded, Links};
+        let status = self.host.os_file(version::DPKG_STATUS);
+        let record = read_bounded(&status, version::DPKG_STATUS_CAP, Links::Follow).ok();
         let text = record.map(|b| String::from_utf8_lossy(&b).into_owned());
         if let Some(v) = text.as_deref().and_then(version::from_dpkg_status) {
             return Ok(v);
         }
-        use std::os::unix::fs::OpenOptionsExt;
         // (never blocking on what the unit names: a FIFO there is no binary)
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-            .open(binary)
-            .map_err(|e| format!("{}: {e}", binary.display()))?;
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err(format!("{}: not a regular file", binary.display()));
-        }
+        let (file, _) = open_regular(binary, Links::Follow).map_err(|e| e.text().to_string())?;
         version::from_binary(file, version::BINARY_CAP).ok_or_else(|| {
             format!(
                 "not run (a run that writes nothing executes nothing), and neither dpkg's record \
