@@ -94,11 +94,7 @@ fn runtime_config(image: &Image, systemd_cgroup: bool) -> Result<Option<String>,
                 image.dpkg_status.file
             )
         })?;
-    let driver = if systemd_cgroup {
-        "systemd"
-    } else {
-        "cgroupfs"
-    };
+    let driver = crate::checks::kubelet::facts::driver_name(systemd_cgroup);
     Ok((version >= Version(2, 0, 0)).then(|| driver.to_string()))
 }
 

@@ -28,6 +28,15 @@ pub struct KubeletFacts {
     pub runtime_config: Option<Result<Option<String>, String>>,
 }
 
+/// The cgroup driver of a runtime whose `SystemdCgroup` is `systemd_cgroup`, as kubelet
+/// names drivers.
+pub fn driver_name(systemd_cgroup: bool) -> &'static str {
+    match systemd_cgroup {
+        true => "systemd",
+        false => "cgroupfs",
+    }
+}
+
 /// containerd's side, from its config (the gate's target).
 pub struct Containerd<'a> {
     pub socket: &'a std::path::Path,

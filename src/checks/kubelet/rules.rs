@@ -263,7 +263,7 @@ fn cgroup_driver(c: &Contract, facts: &KubeletFacts) -> Finding {
         Some(s) => (s.value.as_str(), at(s, "cgroupDriver")),
         None => ("cgroupfs", "cgroupDriver not set: kubelet's default, cgroupfs".into()),
     };
-    let containerd = if facts.systemd_cgroup { "systemd" } else { "cgroupfs" };
+    let containerd = super::facts::driver_name(facts.systemd_cgroup);
     if kubelet == containerd {
         let summary = format!("kubelet and containerd both use the {containerd} cgroup driver");
         return Finding::pass(id, summary).evidence(from);

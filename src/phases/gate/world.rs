@@ -374,7 +374,6 @@ impl World for RealWorld<'_> {
     }
 }
 
-/// `path` with its symlinks resolved, as `mountinfo` shows it; as given when it cannot be.
 /// kubelet's facts (read from files, judged even when containerd is silent) take what
 /// containerd answered kubelet's CRI `RuntimeConfig` in the answers family's look.
 fn with_runtime_config(mut obs: Observation) -> Observation {
@@ -386,6 +385,7 @@ fn with_runtime_config(mut obs: Observation) -> Observation {
     obs
 }
 
+/// `path` with its symlinks resolved, as `mountinfo` shows it; as given when it cannot be.
 fn resolved(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -22,10 +22,7 @@ impl<W: World> Machine<'_, W> {
             let forecast = self.restart_forecast(reason, not_systemd);
             self.set(forecast);
         }
-        let refusals = plan
-            .withheld
-            .iter()
-            .flat_map(|w| self.refusals(w, "dry run: "));
+        let refusals = plan.withheld.iter().flat_map(|w| self.refusals(w, true));
         for refusal in refusals.collect::<Vec<_>>() {
             self.set(refusal);
         }

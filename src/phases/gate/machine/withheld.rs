@@ -23,7 +23,7 @@ impl<W: World> Machine<'_, W> {
     /// file (a refusal, never counted as a restart).
     pub(super) fn refuse(&mut self, withheld: &Withheld) {
         let reported = |m: &Self, id| m.remedies.iter().any(|f: &Finding| f.id == id);
-        for f in self.refusals(withheld, "") {
+        for f in self.refusals(withheld, false) {
             if f.id == Id::RemedyRestart && !reported(self, f.id) {
                 let why = withheld.volume.restart_refusal();
                 self.record("containerd", Action::Restart, Outcome::Refused, &why);
@@ -34,13 +34,13 @@ impl<W: World> Machine<'_, W> {
         }
     }
 
-    /// One finding per withheld remedy: `prefix` is "dry run: " for the dry run's account.
-    pub(super) fn refusals(&self, withheld: &Withheld, prefix: &str) -> Vec<Finding> {
+    /// One finding per withheld remedy; for the dry run's account, a SKIP of what it would
+    /// refuse.
+    pub(super) fn refusals(&self, withheld: &Withheld, dry_run: bool) -> Vec<Finding> {
         let v = &withheld.volume;
-        let dry = !prefix.is_empty();
         let refused = |id, status_fail: bool, summary: String| {
-            let f = match (dry, status_fail) {
-                (true, _) => Finding::skip(id, format!("{prefix}{summary}")),
+            let f = match (dry_run, status_fail) {
+                (true, _) => Finding::skip(id, format!("dry run: {summary}")),
                 (false, true) => Finding::fail(id, summary),
                 (false, false) => Finding::warn(id, summary),
             };
