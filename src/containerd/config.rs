@@ -213,13 +213,13 @@ pub fn effective(proc: &Path, args: &[String]) -> Result<ContainerdConfig, LoadE
     Ok(c)
 }
 
-/// Parses config texts as if each imported the next, merged as [`imports::merge`] does
-/// (a pure entry point over the files' texts, for the fuzzer).
+/// Parses config texts as if each imported the next, each made ready as [`imports::migrated`]
+/// makes it and merged as [`imports::merge`] does (a pure entry point for the fuzzer).
 pub fn parse_merged(texts: &[&str]) -> Result<ContainerdConfig, String> {
     let mut merged = toml::Table::new();
-    for text in texts {
+    for (i, text) in texts.iter().enumerate() {
         let mut table = parse_table(text)?;
-        versions::migrate_socket(&mut table);
+        imports::migrated(&mut table, i == 0);
         imports::merge(&mut merged, table);
     }
     from_table(&merged)

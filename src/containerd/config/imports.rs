@@ -119,7 +119,7 @@ pub fn merged_from(files: Files, main: &Path) -> Result<Option<Merged>, LoadErro
             parse_table(&text).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
         let imports =
             import_list(&table).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
-        let moved = super::versions::migrate_socket(&mut table);
+        let moved = migrated(&mut table, loaded.is_empty());
         if super::versions::sets_socket(&table) {
             out.socket_key = Some(super::versions::key_written(moved));
         }
@@ -127,11 +127,6 @@ pub fn merged_from(files: Files, main: &Path) -> Result<Option<Merged>, LoadErro
             .into_iter()
             .filter(|k| !k.empty);
         out.set_in.extend(set.map(|k| (k.path, path.clone())));
-        // The main file's version is the merged config's: containerd 2.3 migrates each
-        // import up to it, and refuses one that is newer.
-        if !loaded.is_empty() {
-            table.remove("version");
-        }
         merge(&mut out.table, table);
         for import in imports {
             pending.extend(resolve(files, &path, &import));
@@ -139,6 +134,18 @@ pub fn merged_from(files: Files, main: &Path) -> Result<Option<Merged>, LoadErro
         loaded.push(path);
     }
     Ok(Some(out))
+}
+
+/// One file's table made ready to merge as containerd 2.3 merges it: migrated on its own
+/// ([`super::versions::migrate_socket`]; true when its socket moved), and, unless it is
+/// the main file, without its version: the main file's is the merged config's (2.3
+/// migrates each import up to it, and refuses one that is newer).
+pub fn migrated(table: &mut Table, main: bool) -> bool {
+    let moved = super::versions::migrate_socket(table);
+    if !main {
+        table.remove("version");
+    }
+    moved
 }
 
 fn import_list(table: &Table) -> Result<Vec<String>, String> {
